@@ -1,0 +1,1 @@
+"""Domains: one package per domain (see docs/domains.md)."""
