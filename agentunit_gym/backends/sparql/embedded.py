@@ -48,9 +48,9 @@ def cache_root() -> Path:
     return Path(base) if base else Path.home() / ".cache" / "agentunit-gym"
 
 
-def store_path(key: str) -> Path:
-    """Where the store of the graph with content key ``key`` lives."""
-    return cache_root() / "kg" / key / "store"
+def store_path(key: str, *, root: Path | None = None) -> Path:
+    """Where the store of the graph with content key ``key`` lives (under ``root``, default :func:`cache_root`)."""
+    return (root if root is not None else cache_root()) / "kg" / key / "store"
 
 
 def build_store(
@@ -59,6 +59,7 @@ def build_store(
     *,
     progress: Progress | None = None,
     total: int | None = None,
+    root: Path | None = None,
 ) -> Path:
     """Build the on-disk store of a graph unless it is cached; return its path.
 
@@ -67,11 +68,12 @@ def build_store(
         lines: returns an iterator of N-Triples lines.
         progress: called after each batch of triples with ``(done, total)``.
         total: the number of lines, when known (for the progress bar).
+        root: the cache root (default :func:`cache_root`).
 
     Raises:
         BackendError: the triples do not parse, or the store cannot be written.
     """
-    target = store_path(key)
+    target = store_path(key, root=root)
     if (target / "READY").is_file():
         return target
     ox = _pyoxigraph()
@@ -150,6 +152,8 @@ class EmbeddedSPARQL(SPARQLBackend):
                     truncated = True
                     break
                 rows.append(tuple(None if term is None else local_name(term.value) for term in solution))
+        except BackendTimeoutError:
+            raise
         except (SyntaxError, OSError, ValueError, TypeError) as exc:
             raise BackendError(f"the embedded store refused the query: {exc}") from exc
         elapsed = time.perf_counter() - started

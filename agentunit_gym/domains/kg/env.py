@@ -87,7 +87,8 @@ class KGEnv(AgentEnv[KGTask]):
         invalid_action: ``"continue"`` or ``"terminate"``.
         render_mode: None or ``"ansi"``.
         query_timeout: seconds one SPARQL query may run.
-        max_results: rows one query may return (answers and listings are cut there).
+        max_results: the most results one lookup may return; a step past it fails (an
+            observation), so a set can never grow without bound.
         sparql_backend: an already open backend to use; the env does not close it.
 
     Raises:
@@ -127,7 +128,7 @@ class KGEnv(AgentEnv[KGTask]):
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         query_timeout: float = 10.0,
-        max_results: int = 10_000,
+        max_results: int = 100_000,
         sparql_backend: SPARQLBackend | None = None,
     ) -> None:
         self._store: SPARQLBackend | None = None
@@ -265,16 +266,15 @@ class KGEnv(AgentEnv[KGTask]):
                                 exact_match=False, executability=0, n_gold=len(gold), n_predicted=0)
         error = ""
         try:
-            predicted, truncated = self._session.answer(variable)
+            predicted = self._session.answer(variable)
         except (BackendTimeoutError, BackendError) as exc:
-            predicted, truncated, error = [], False, str(exc)
+            predicted, error = [], str(exc)
         scores = answer_scores(predicted, gold)
         components: dict[str, Any] = {
             **scores,
             "executability": int(bool(predicted)),
             "n_gold": len(gold),
             "n_predicted": len(predicted),
-            "answer_truncated": truncated,
             "program": variable.program.s_expression(),
             "answer": json.dumps(predicted[:50], ensure_ascii=False),
         }

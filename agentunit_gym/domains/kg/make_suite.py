@@ -142,7 +142,7 @@ def run_actions(store: EmbeddedSPARQL, entities: dict[str, str], actions: tuple[
         name, arguments = split_call(text)
         session.call(name, arguments)
     made = sum(split_call(a)[0] in MAKES_VARIABLE for a in actions)
-    return session.answer(session.variables[made - 1])[0]
+    return session.answer(session.variables[made - 1])
 
 
 def make_suite(store: EmbeddedSPARQL, names: Callable[[str], str]) -> list[dict[str, Any]]:

@@ -29,11 +29,9 @@ from agentunit_gym.domains.kg.program import (
     Program,
     Superlative,
     expected_type_query,
-    members_query,
-    out_properties_query,
 )
 from agentunit_gym.domains.kg.schema import ATTRIBUTES, RELATIONS
-from agentunit_gym.errors import BackendTimeoutError
+from agentunit_gym.errors import BackendError, BackendTimeoutError
 
 MAX_ARGUMENT_CHARS = 200
 """An argument longer than this is refused before any lookup (and shown cut in messages)."""
@@ -132,6 +130,7 @@ class KGSession:
         self._relations: dict[Program, tuple[str, ...]] = {}
         self._attributes: dict[Program, tuple[str, ...]] = {}
         self._ranges: dict[str, str] = {}
+        self._memo: dict[Program, frozenset[str]] = {}
 
     # ------------------------------------------------------------ the tools
 
@@ -176,18 +175,56 @@ class KGSession:
                 return self._new(Variable(COUNT_TYPE, Count(variable.program)), number=True)
         except BackendTimeoutError as exc:
             raise ToolFailure(cannot_execute(tool, arguments), "query_timeout") from exc
+        except BackendError as exc:
+            raise ToolFailure(cannot_execute(tool, arguments), "result_too_large") from exc
         raise ToolFailure(cannot_execute(tool, arguments), "unknown_tool")
 
-    def answer(self, variable: Variable) -> tuple[list[str], bool]:
-        """Run a committed variable's program: its members (or its count), and whether the set was cut.
+    def answer(self, variable: Variable) -> list[str]:
+        """Evaluate a committed variable: its members (or its count, as one number), sorted.
+
+        As AgentBench's executor does, the topic entities the program mentions are left out.
 
         Raises:
-            BackendTimeoutError: the query ran past the time limit.
-            BackendError: the store refused it.
+            BackendTimeoutError: the evaluation ran past the time limit.
+            BackendError: the store refused a lookup, or a set grew past ``max_results``.
         """
-        result = self.backend.select(members_query(variable.program, limit=self.max_results),
-                                     timeout=self.timeout, limit=self.max_results)
-        return sorted(set(result.column(0))), result.truncated
+        program = variable.program
+        if isinstance(program, Count):
+            return [str(len(self._visible(program.source)))]
+        return sorted(self._visible(program))
+
+    # ------------------------------------------------------------ evaluation
+
+    def _visible(self, program: Program) -> frozenset[str]:
+        """A program's members without its topic entities (what AgentBench's final query returns)."""
+        if isinstance(program, EntityRef):
+            return self._members(program)
+        return self._members(program) - program.entities()
+
+    def _members(self, program: Program) -> frozenset[str]:
+        """A program's members, one lookup per step, memoised for the episode."""
+        cached = self._memo.get(program)
+        if cached is not None:
+            return cached
+        if isinstance(program, EntityRef):
+            members = frozenset({program.id})
+        elif isinstance(program, Neighbors):
+            members = frozenset(self.backend.objects(self._members(program.source), program.relation,
+                                                     timeout=self.timeout, limit=self.max_results))
+        elif isinstance(program, Intersection):
+            members = self._members(program.left) & self._members(program.right)
+        elif isinstance(program, Superlative):
+            values = self.backend.numbers(self._visible(program.source), program.attribute,
+                                          timeout=self.timeout, limit=self.max_results)
+            if values:
+                best = max(values.values()) if program.direction == "max" else min(values.values())
+                members = frozenset(k for k, v in values.items() if v == best)
+            else:
+                members = frozenset()
+        else:
+            raise BackendError("a count is a number, not a set of entities.")
+        self._memo[program] = members
+        return members
 
     def variable_at(self, reference: str) -> Variable | None:
         """The variable ``#k`` names, None when there is none."""
@@ -239,8 +276,8 @@ class KGSession:
         return CallOutcome(f"Observation: [{', '.join(listed)}]", listed=listed)
 
     def _list(self, program: Program, *, literal: bool) -> tuple[str, ...]:
-        query = out_properties_query(program, literal=literal, limit=self.max_results)
-        found = self.backend.select(query, timeout=self.timeout, limit=self.max_results).column(0)
+        found = self.backend.out_predicates(self._visible(program), literal=literal,
+                                            timeout=self.timeout, limit=self.max_results)
         known = self.vocabulary.attributes if literal else self.vocabulary.relations
         names = {p for p in found if PROPERTY_NAME.match(p) and p not in HIDDEN_PROPERTIES}
         if known is not None:
