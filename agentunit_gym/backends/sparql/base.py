@@ -37,7 +37,7 @@ def fb_iri(name: str) -> str:
     Raises:
         UnsafeTermError: any other character.
     """
-    if not _SAFE_NAME.match(name):
+    if not _SAFE_NAME.fullmatch(name):
         raise UnsafeTermError(f"not a valid entity id or property name: {name[:80]!r}")
     return f"<{FREEBASE_NS}{name}>"
 

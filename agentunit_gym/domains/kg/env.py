@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 
 _FINAL = re.compile(r"(?:Find|Final) Answer: #(\d+)")
 _ACTION_LINE = re.compile(r"Action.*?:")
-_FUNCTION = re.compile(r"(\w+)\(")
+_FUNCTION = re.compile(r"\b(\w{1,64})\(")
+r"""AgentBench's ``(\w+)\(``, anchored at a word start and with bounded names so a long word
+cannot make the search quadratic (a 1 MB argument took minutes)."""
 
 NO_ACTION_TEXT = "No executable function found! Need to recheck the action."
 NOT_EXECUTED_TEXT = "Function is not executed!"

@@ -229,7 +229,7 @@ class KGSession:
     def variable_at(self, reference: str) -> Variable | None:
         """The variable ``#k`` names, None when there is none."""
         text = reference.replace("variable ", "").replace("Variable ", "").strip()
-        if not text.startswith("#") or not text[1:].isdigit():
+        if not text.startswith("#") or not text[1:].isdigit() or len(text) > 10:
             return None
         index = int(text[1:])
         return self.variables[index] if index < len(self.variables) else None
@@ -242,7 +242,7 @@ class KGSession:
         if text.startswith("#"):
             return self._variable(text, tool, arguments)
         entity = self.entities.get(text, text)
-        if not ENTITY_ID.match(entity):
+        if not ENTITY_ID.fullmatch(entity):
             raise ToolFailure(cannot_execute(tool, arguments), "not_an_entity")
         return entity
 
@@ -279,7 +279,7 @@ class KGSession:
         found = self.backend.out_predicates(self._visible(program), literal=literal,
                                             timeout=self.timeout, limit=self.max_results)
         known = self.vocabulary.attributes if literal else self.vocabulary.relations
-        names = {p for p in found if PROPERTY_NAME.match(p) and p not in HIDDEN_PROPERTIES}
+        names = {p for p in found if PROPERTY_NAME.fullmatch(p) and p not in HIDDEN_PROPERTIES}
         if known is not None:
             names &= set(known)
         return tuple(sorted(names))
@@ -290,7 +290,7 @@ class KGSession:
             return known.get(relation, GENERIC_TYPE)
         if relation not in self._ranges:
             rows = self.backend.select(expected_type_query(relation), timeout=self.timeout, limit=1).column(0)
-            self._ranges[relation] = rows[0] if rows and PROPERTY_NAME.match(rows[0]) else GENERIC_TYPE
+            self._ranges[relation] = rows[0] if rows and PROPERTY_NAME.fullmatch(rows[0]) else GENERIC_TYPE
         return self._ranges[relation]
 
     def _new(self, variable: Variable, *, number: bool = False) -> CallOutcome:
