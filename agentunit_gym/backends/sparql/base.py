@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentunit_gym.errors import BackendTimeoutError, ConfigError
+from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
 
 FREEBASE_NS = "http://rdf.freebase.com/ns/"
 
@@ -23,6 +23,10 @@ CHUNK = 1000
 """Subjects per query in the set-level lookups (bounds each query's cost; the deadline is checked between)."""
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+$")
+
+
+class ResultTooLargeError(BackendError):
+    """A lookup returned more results than its cap."""
 
 
 class UnsafeTermError(ValueError):
@@ -142,8 +146,6 @@ class SPARQLBackend(ABC):
         return found
 
     def _chunked(self, subjects: Iterable[str], var: str, pattern: str, timeout: float, limit: int) -> set[str]:
-        from agentunit_gym.errors import BackendError
-
         deadline = time.monotonic() + timeout
         found: set[str] = set()
         for chunk in _chunks(subjects):
@@ -152,7 +154,7 @@ class SPARQLBackend(ABC):
             result = self.select(query, timeout=_left(deadline, timeout), limit=limit)
             found.update(result.column(0))
             if result.truncated or len(found) > limit:
-                raise BackendError(f"a lookup returned more than {limit} results.")
+                raise ResultTooLargeError(f"a lookup returned more than {limit} results.")
         return found
 
     @abstractmethod

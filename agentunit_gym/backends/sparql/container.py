@@ -87,7 +87,7 @@ class SPARQLContainer:
         self.container: Any = self._client.containers.run(
             tag, command=["--timeout-s", str(int(max(1, timeout_s)))], detach=True,
             name=f"agentunit-kg-{uuid.uuid4().hex[:12]}", labels={LABEL: "1"},
-            ports={CONTAINER_PORT: ("127.0.0.1", None)}, mem_limit="1g", pids_limit=256,
+            ports={CONTAINER_PORT: ("127.0.0.1", None)}, mem_limit="2g", pids_limit=4096,
         )
         try:
             self.endpoint = self._wait_ready()

@@ -248,6 +248,8 @@ class KGEnv(AgentEnv[KGTask]):
         except ToolFailure as failure:
             details["issue"] = failure.issue
             details["timed_out"] = failure.issue == "query_timeout"
+            if failure.detail:
+                details["detail"] = failure.detail[:300]
             return Execution(failure.text, details, error=True)
         details.update(outcome.details)
         if outcome.variable is None:

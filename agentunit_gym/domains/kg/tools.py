@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agentunit_gym.backends.sparql.base import SPARQLBackend
+from agentunit_gym.backends.sparql.base import ResultTooLargeError, SPARQLBackend
 from agentunit_gym.domains.kg.program import (
     COUNT_TYPE,
     ENTITY_ID,
@@ -51,10 +51,11 @@ class Variable:
 class ToolFailure(Exception):
     """A tool call that cannot run: an agent mistake, shown as ``text``."""
 
-    def __init__(self, text: str, issue: str) -> None:
+    def __init__(self, text: str, issue: str, *, detail: str = "") -> None:
         super().__init__(text)
         self.text = text
         self.issue = issue
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,8 @@ class KGSession:
         except BackendTimeoutError as exc:
             raise ToolFailure(cannot_execute(tool, arguments), "query_timeout") from exc
         except BackendError as exc:
-            raise ToolFailure(cannot_execute(tool, arguments), "result_too_large") from exc
+            issue = "result_too_large" if isinstance(exc, ResultTooLargeError) else "store_error"
+            raise ToolFailure(cannot_execute(tool, arguments), issue, detail=str(exc)) from exc
         raise ToolFailure(cannot_execute(tool, arguments), "unknown_tool")
 
     def answer(self, variable: Variable) -> list[str]:
