@@ -2,7 +2,8 @@
 
 Queries go as ``POST application/x-www-form-urlencoded`` (``query=...``, the SPARQL 1.1
 protocol), results are read as ``application/sparql-results+json``. Every request has a
-socket timeout; connections are kept alive (one per backend, guarded by a lock) so a tool
+deadline for the whole answer (a server that streams a huge result is cut off) and a cap
+on the bytes read; connections are kept alive (one per backend, guarded by a lock) so a tool
 call costs one round trip. Only ``SELECT`` is sent; nothing reaches the update endpoint.
 """
 
@@ -15,10 +16,17 @@ import time
 import urllib.parse
 from typing import Any, ClassVar
 
-from agentunit_gym.backends.sparql.base import SelectResult, SPARQLBackend, check_query_limits, local_name
+from agentunit_gym.backends.sparql.base import (
+    ResultTooLargeError,
+    SelectResult,
+    SPARQLBackend,
+    check_query_limits,
+    local_name,
+)
 from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
 
 _ACCEPT = "application/sparql-results+json"
+_READ_CHUNK = 1 << 16
 
 
 class HTTPSPARQL(SPARQLBackend):
@@ -27,6 +35,7 @@ class HTTPSPARQL(SPARQLBackend):
     Args:
         endpoint: the query URL, e.g. ``http://127.0.0.1:7878/query`` or Virtuoso's ``.../sparql``.
         connect_timeout: seconds to wait for a connection.
+        max_response_bytes: the largest response read; a larger one is cut off and refused.
 
     Raises:
         ConfigError: the URL is not ``http://`` or ``https://``.
@@ -34,7 +43,8 @@ class HTTPSPARQL(SPARQLBackend):
 
     kind: ClassVar[str] = "sparql"
 
-    def __init__(self, endpoint: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(self, endpoint: str, *, connect_timeout: float = 5.0,
+                 max_response_bytes: int = 64 * 1024 * 1024) -> None:
         parts = urllib.parse.urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"a SPARQL endpoint is an http(s) URL, got {endpoint!r}.")
@@ -44,6 +54,7 @@ class HTTPSPARQL(SPARQLBackend):
         if parts.query:
             self._path += "?" + parts.query
         self.connect_timeout = connect_timeout
+        self.max_response_bytes = max_response_bytes
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -92,6 +103,7 @@ class HTTPSPARQL(SPARQLBackend):
         return self._conn
 
     def _post(self, query: str, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
         body = urllib.parse.urlencode({"query": query}).encode("utf-8")
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": _ACCEPT}
         with self._lock:
@@ -100,15 +112,17 @@ class HTTPSPARQL(SPARQLBackend):
                 try:
                     conn.request("POST", self._path, body=body, headers=headers)
                     response = conn.getresponse()
-                    data = response.read()
+                    data = self._read(response, deadline, timeout)
                     break
                 except TimeoutError as exc:
                     self._drop()
                     raise BackendTimeoutError(
                         f"the SPARQL endpoint {self.endpoint} did not answer within {timeout:g} s."
                     ) from exc
-                except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                    self._drop()  # a kept-alive connection the server closed: retry once on a new one
+                except (http.client.HTTPException, BrokenPipeError, ConnectionResetError) as exc:
+                    # A kept-alive connection the server closed, or left in a state http.client
+                    # refuses to reuse: retry once on a new connection.
+                    self._drop()
                     if attempt == 2:
                         raise BackendUnavailableError(
                             f"the SPARQL endpoint {self.endpoint} closed the connection: {exc}") from exc
@@ -124,6 +138,24 @@ class HTTPSPARQL(SPARQLBackend):
             return json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BackendError(f"{self.endpoint} answered with something that is not JSON ({exc}).") from exc
+
+    def _read(self, response: http.client.HTTPResponse, deadline: float, timeout: float) -> bytes:
+        """The whole body, within the deadline and the size cap (a server may stream for long)."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            if time.monotonic() > deadline:
+                self._drop()
+                raise BackendTimeoutError(f"the SPARQL endpoint {self.endpoint} did not answer within {timeout:g} s.")
+            part = response.read1(_READ_CHUNK)
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
+            size += len(part)
+            if size > self.max_response_bytes:
+                self._drop()
+                raise ResultTooLargeError(
+                    f"the SPARQL endpoint {self.endpoint} sent more than {self.max_response_bytes} bytes.")
 
     def _drop(self) -> None:
         if self._conn is not None:
