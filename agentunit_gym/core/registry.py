@@ -30,7 +30,8 @@ from importlib import metadata
 import gymnasium as gym
 
 from agentunit_gym.core.domain import Domain, import_object
-from agentunit_gym.errors import ConfigError, DomainError
+from agentunit_gym.errors import ConfigError, DomainError, TaskNotFoundError
+from agentunit_gym.tasks.spec import TaskSpec
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -181,3 +182,20 @@ def register_envs() -> None:
             if spec.id not in gym.registry:
                 gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),
                              disable_env_checker=False)
+
+
+def find_task(task_id: str, domain: str | None = None) -> tuple[Domain, TaskSpec]:
+    """A bundled task by id, in one domain or in every registered one.
+
+    Returns:
+        ``(domain, task)``.
+
+    Raises:
+        DomainError: an unknown or broken domain was named.
+        TaskNotFoundError: no bundled task has that id.
+    """
+    for d in [get_domain(domain)] if domain is not None else domains():
+        for task in d.bundled_tasks():
+            if task.id == task_id:
+                return d, task
+    raise TaskNotFoundError(f"no bundled task {task_id!r}; see `agentunit-gym tasks list`.")

@@ -6,7 +6,6 @@ import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -139,10 +138,10 @@ def collect_tasks(paths: str | Path | Sequence[str | Path], model: type[TaskSpec
                 try:
                     (task,) = parse_tasks([item], model, path=str(f), first_index=index)
                 except TaskFileError as exc:
-                    problems.append(LoadProblem(f"{f}#{index}", exc.message, exc.task_id, exc.field))
+                    problems.append(LoadProblem(str(f), exc.message, exc.task_id, exc.field))
                     continue
                 if task.id in seen:
-                    problems.append(LoadProblem(f"{f}#{index}", f"duplicate task id, first defined in {seen[task.id]}.",
+                    problems.append(LoadProblem(str(f), f"duplicate task id, first defined in {seen[task.id]}.",
                                                 task.id))
                     continue
                 seen[task.id] = str(f)
@@ -194,22 +193,3 @@ def _load_suite_cached(folder: Path, model: type[TaskSpec]) -> tuple[TaskSpec, .
     # Every env construction loads its suite; parsing the bundled YAML costs ~0.4 s, which an
     # evaluator making one env per concurrent slot paid once per slot.
     return tuple(load_tasks(folder, model))
-
-
-def bundled_dir(domain: str) -> Path:
-    """The folder of a bundled suite (package data under ``agentunit_gym/tasks/<domain>/``)."""
-    return Path(str(resources.files("agentunit_gym.tasks").joinpath(domain)))
-
-
-def load_bundled(domain: str, model: type[T]) -> list[T]:
-    """The bundled suite of a domain (parsed once per process: task specs are frozen)."""
-    # The cache is keyed by the model, so every task is a ``model``: the filter keeps them all
-    # and shows the type checker they are ``T``.
-    return [task for task in _load_bundled_cached(domain, model) if isinstance(task, model)]
-
-
-@functools.cache
-def _load_bundled_cached(domain: str, model: type[TaskSpec]) -> tuple[TaskSpec, ...]:
-    # Every env construction loads its suite; parsing the bundled YAML costs ~0.4 s, which an
-    # evaluator making one env per concurrent slot paid once per slot.
-    return tuple(load_tasks(bundled_dir(domain), model))
