@@ -8,13 +8,13 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium.wrappers import TimeLimit
 
-from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.ending import end_episode_now
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env
 
 
-class LimitEpisode(TimeLimit[str, str]):
+class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
     """End an episode with ``TASK_LIMIT`` after ``max_steps`` steps or ``max_seconds`` of wall clock.
 
     A gymnasium :class:`~gymnasium.wrappers.TimeLimit` that also tells the AgentUnit env why
@@ -77,11 +77,10 @@ class LimitEpisode(TimeLimit[str, str]):
         if not terminated and not truncated:
             if elapsed >= self.max_steps:
                 truncated = True
-                self._end(info, f"step limit {self.max_steps} reached")
+                reward = self._end(info, f"step limit {self.max_steps} reached", LimitKind.STEPS, reward)
             elif self._deadline is not None and time.monotonic() >= self._deadline:
                 truncated = True
-                self._end(info, f"time limit {self.max_seconds:g} s reached")
-        reward = self._reward_after_end(reward, info)
+                reward = self._end(info, f"time limit {self.max_seconds:g} s reached", LimitKind.TIME, reward)
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
@@ -92,17 +91,9 @@ class LimitEpisode(TimeLimit[str, str]):
         info: dict[str, Any] = {"step": self._elapsed_steps, "finish_reason": None, "action": None,
                                 "skipped": "the reply arrived after the time limit and was not run",
                                 "reply_class": "skipped"}
-        self._end(info, f"time limit {self.max_seconds:g} s reached before the reply")
-        return self._last_observation, self._reward_after_end(0.0, info), False, True, info
+        reward = self._end(info, f"time limit {self.max_seconds:g} s reached before the reply", LimitKind.TIME, 0.0)
+        return self._last_observation, reward, False, True, info
 
-    def _end(self, info: dict[str, Any], detail: str) -> None:
-        if not end_episode_now(self.env, FinishReason.TASK_LIMIT, detail, info):
-            return
-        info["limit"] = "time" if detail.startswith("time") else "steps"
-
-    @staticmethod
-    def _reward_after_end(reward: SupportsFloat, info: dict[str, Any]) -> SupportsFloat:
-        score = info.get("score")
-        if isinstance(score, dict) and "reward" in score:
-            return float(score["reward"])
-        return reward
+    def _end(self, info: dict[str, Any], detail: str, kind: LimitKind, reward: SupportsFloat) -> SupportsFloat:
+        ended = self.end_episode_here(FinishReason.TASK_LIMIT, detail, info, kind)
+        return reward if ended is None else ended

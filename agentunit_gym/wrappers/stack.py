@@ -18,8 +18,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.classify import ClassifyActions, InvalidPolicy
+from agentunit_gym.wrappers.classify import ClassifyActions
 from agentunit_gym.wrappers.context import LimitContext, TokenCounter
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.limits import LimitEpisode
