@@ -97,3 +97,35 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
     def _end(self, info: dict[str, Any], detail: str, kind: LimitKind, reward: SupportsFloat) -> SupportsFloat:
         ended = self.end_episode_here(FinishReason.TASK_LIMIT, detail, info, kind)
         return reward if ended is None else ended
+
+
+class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
+    """End the AgentUnit episode when a wrapper below truncated it without ending it.
+
+    ``gym.make("AgentUnit/OS-v0", max_episode_steps=N)`` puts gymnasium's ``TimeLimit``
+    over the env; ``TimeLimit`` only sets ``truncated`` and the env would never learn that the
+    episode is over (no ``finish_reason``, no score). Every AgentUnit id is registered with
+    this wrapper as an additional wrapper, outside ``TimeLimit``: on such a step it ends the
+    episode through the stack as ``TASK_LIMIT`` (``info["limit"]`` is ``steps``), so the step
+    returns the score and reward like the env's own turn limit. Otherwise it does nothing.
+
+    Example::
+
+        env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=3)
+        ...  # the third step: truncated, info["finish_reason"] is TASK_LIMIT, info["score"] set
+    """
+
+    def __init__(self, env: gym.Env[str, str]) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        super().__init__(env)
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if truncated and not terminated and info.get("finish_reason") is None:
+            base = agent_env(self.env)
+            if base.task is not None and base.finish_reason is None:
+                detail = f"step limit {base.steps} reached (max_episode_steps)"
+                ended = self.end_episode_here(FinishReason.TASK_LIMIT, detail, info, LimitKind.STEPS)
+                if ended is not None:
+                    reward = ended
+        return observation, reward, terminated, truncated, info

@@ -2,7 +2,7 @@
 
 Order, from the env outwards (each wrapper sees what the ones below it produced)::
 
-    AgentUnit env (gym.make: PassiveEnvChecker, OrderEnforcing)
+    AgentUnit env (gym.make: PassiveEnvChecker, OrderEnforcing, EndTruncatedEpisode)
       ClassifyActions   classify every reply first, from the env's own info
       InjectTraps       plant and inject a trap; judge actions and state
       DetectLoops       flag (or end on) repeated actions
