@@ -41,7 +41,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(site: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, check=False,
                           env=env, cwd=cwd)
 

@@ -7,7 +7,6 @@ A complete agentunit-gym domain in three small files: this description, the task
 from pathlib import Path
 
 from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, ExampleStep, Prompt, ReportSection
-
 from echo_domain.task import EchoTask
 
 DOMAIN = Domain(

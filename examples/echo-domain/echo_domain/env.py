@@ -7,7 +7,6 @@ from typing import Any
 
 from agentunit_gym.core import Action, ActionError, ActionIssue, AgentEnv, Execution, Param, Score, ToolSpec
 from agentunit_gym.errors import ConfigError
-
 from echo_domain import DOMAIN
 from echo_domain.task import EchoTask
 
