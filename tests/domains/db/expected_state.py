@@ -70,14 +70,14 @@ def expected_rows(task: DBTask) -> tuple[list[str], list[Row]]:
     table = task.graded_table
     names = [c.name for c in table.columns]
     types = {c.name: c.type for c in table.columns}
-    rows = [{n: _typed(v, types[n]) for n, v in zip(names, raw)} for raw in table.rows]
+    rows = [{n: _typed(v, types[n]) for n, v in zip(names, raw, strict=True)} for raw in table.rows]
     for statement in task.reference_sql:
         text = " ".join(statement.split())
         if (m := _INSERT.match(text)) is not None:
             columns = [c.strip() for c in m.group(2).split(",")]
             values = [_literal(v) for v in _split_values(m.group(3))]
             assert len(columns) == len(values), text
-            rows.append({n: None for n in names} | dict(zip(columns, values)))
+            rows.append({n: None for n in names} | dict(zip(columns, values, strict=True)))
         elif (m := _UPDATE.match(text)) is not None:
             assignments = [_ASSIGNMENT.match(a.strip()) for a in m.group(2).split(",")]
             assert all(assignments), f"assignment shape not handled: {text!r}"
