@@ -69,3 +69,22 @@ def test_sync_vector_env_steps_text(env_id: str) -> None:
         assert list(infos["action_error"]["reason"]) == ["invalid_format", "invalid_format"]
     finally:
         envs.close()
+
+
+def test_each_backend_a_domain_lists_is_one_its_factory_knows() -> None:
+    # The description names backends; the shared backend package's factory opens them.
+    # One fact, checked in one place: a domain cannot list a kind its factory rejects.
+    from agentunit_gym.backends.sandbox import factory as sandbox_factory
+    from agentunit_gym.backends.sql import factory as sql_factory
+
+    kinds = {"agentunit_gym.backends.sandbox.factory:open_sandbox": sandbox_factory.KINDS,
+             "agentunit_gym.backends.sql.factory:open_sql_backend": sql_factory.KINDS}
+    checked = 0
+    for domain in registry.domains():
+        for backend in domain.backends:
+            if backend.opens in kinds:
+                assert backend.name in kinds[backend.opens], (domain.name, backend.name)
+                checked += 1
+        # auto falls back to the embedded backend, which needs no daemon
+        assert not domain.embedded_backend.needs_docker
+    assert checked >= 4
