@@ -11,7 +11,8 @@ from agentunit_gym.eval.routing import full_env_id
 VectorMode = Literal["sync", "threads", "async"]
 
 DEFAULT_VECTOR_MODE: VectorMode = "threads"
-"""Measured in docs/performance.md ("Evaluator"): copies stepped in a thread pool beat both
+"""The lockstep vector env that ``--vector`` names when a lockstep loop is asked for.
+Measured in docs/performance.md ("Evaluator"): copies stepped in a thread pool beat both
 gymnasium's SyncVectorEnv (copies one after another) and AsyncVectorEnv (a process per
 copy: pickling, pipes, and a backend start per process) on these I/O-bound envs."""
 
@@ -40,7 +41,11 @@ class EvalConfig(BaseModel):
     episode_timeout_s: float = Field(default=600.0, gt=0)
     """Wall-clock limit of one episode, agent time included."""
     max_infra_retries: int = Field(default=2, ge=0)
-    vector: VectorMode = DEFAULT_VECTOR_MODE
+    vector: VectorMode | None = None
+    """None (the default): asynchronous episodes, each stepping as soon as its own agent
+    replies (:mod:`agentunit_gym.eval.episodes`). ``sync``, ``threads`` or ``async``: the
+    lockstep loop over that gymnasium vector env (:mod:`agentunit_gym.eval.lockstep`), one
+    step for every copy per turn, as an RL-style loop runs."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
 

@@ -3,7 +3,8 @@
 Each turn the agents of every copy act in a thread pool, then one ``step`` of the vector
 env runs every copy's action: every episode moves at the pace of the slowest reply of its
 turn. This is the RL-style loop; the default evaluation schedules episodes independently
-(:mod:`agentunit_gym.eval.episodes`).
+(:mod:`agentunit_gym.eval.episodes`). Agents may be ``async``: each reply then runs on an
+event loop of its agent thread's own.
 
 The vector env uses gymnasium's ``AutoresetMode.DISABLED``: the runner resets exactly the
 copies that finished, with their next task, through ``reset(options={"reset_mask": ...})``;
@@ -26,8 +27,8 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 from agentunit_gym.errors import BackendTimeoutError
-from agentunit_gym.eval.agents import AgentFactory, needs_reference, reset_agent
-from agentunit_gym.eval.config import EvalConfig
+from agentunit_gym.eval.agents import AgentFactory, act_blocking, needs_reference, reset_agent
+from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, EvalConfig
 from agentunit_gym.eval.plan import WorkItem
 from agentunit_gym.eval.schedule import Assignment, Packet, ScheduleEpisodes
 from agentunit_gym.eval.slots import (
@@ -64,7 +65,7 @@ def run_lockstep(config: EvalConfig, items: list[WorkItem], agent_factory: Agent
         slots = [Slot(agent=agent_factory()) for _ in range(width)]
         wants_reference = needs_reference(slots[0].agent)
         made = time.perf_counter()
-        vec = make_vector_env(copy_fns, config.vector)
+        vec = make_vector_env(copy_fns, config.vector or DEFAULT_VECTOR_MODE)
     except BaseException:
         if probe is not None:
             probe.close()  # idempotent; the vector env was not made, so nothing else owns it
@@ -194,7 +195,7 @@ def _act_all(pool: ThreadPoolExecutor, slots: list[Slot], config: EvalConfig,
         if slot.item is None or slot.abort is not None:
             futures.append(None)
         else:
-            futures.append(pool.submit(slot.agent.act, slot.observation, slot.info))
+            futures.append(pool.submit(act_blocking, slot.agent, slot.observation, slot.info))
     actions: list[str] = []
     for slot, fut in zip(slots, futures, strict=True):
         if fut is None:

@@ -11,8 +11,10 @@ How a run goes:
    runner says which task a copy runs next and ends an episode from outside. The env that
    listed the tasks for the plan is the first copy (except with ``--vector async``, whose
    copies live in their own processes).
-3. The copies run the episodes (:mod:`agentunit_gym.eval.lockstep`: a vector env, one step
-   for all copies per turn).
+3. The copies run the episodes: by default as independent episodes, each stepping as soon
+   as its own agent replies (:mod:`agentunit_gym.eval.episodes`); with ``vector`` set, in
+   lockstep over a gymnasium vector env, one step for all copies per turn
+   (:mod:`agentunit_gym.eval.lockstep`).
 4. Each finished episode is written at once (:mod:`agentunit_gym.eval.records`): its trace
    to ``traces/``, one JSON line to ``episodes.jsonl`` (flushed), so an interrupted run
    resumes where it stopped.
@@ -36,6 +38,7 @@ import gymnasium as gym
 
 from agentunit_gym.eval.agents import AgentFactory
 from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, EvalConfig, VectorMode
+from agentunit_gym.eval.episodes import run_async
 from agentunit_gym.eval.lockstep import run_lockstep, schedule_fn
 from agentunit_gym.eval.plan import WorkItem, episode_seed, list_tasks, plan
 from agentunit_gym.eval.records import (
@@ -145,6 +148,16 @@ def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_facto
     """Run ``items`` of ``env_id``, whose first copy is ``probe`` (closed here); the setup seconds."""
     width = min(config.concurrency, len(items))
     options = env_options(config, env_id)
+    if config.vector is None:
+        def make_copy() -> ScheduleEpisodes:
+            return ScheduleEpisodes(env_factory(env_id, dict(options)), env_id)
+
+        try:
+            head = ScheduleEpisodes(probe, env_id)
+        except BaseException:
+            probe.close()
+            raise
+        return run_async(config, items, agent_factory, agent_label, make_copy, head, sink)
     fns = [schedule_fn(lambda: env_factory(env_id, dict(options)), env_id) for _ in range(width)]
     first: gym.Env[str, str] | None = ScheduleEpisodes(probe, env_id)
     if config.vector == "async":
