@@ -19,11 +19,8 @@ from agentunit_gym.core.registry import domains
 
 PACKAGE = Path(__file__).resolve().parents[2] / "agentunit_gym"
 
-TRANSITIONAL: dict[str, str] = {
-    "eval/runner.py": "the evaluator split (issue 8 item 5) moves its backend routing onto the registry",
-    "envs/registry.py": "a view of the registry the evaluator reads until the split lands",
-}
-"""Files allowed to name domains for now, and why (each entry is a debt with a plan)."""
+TRANSITIONAL: dict[str, str] = {}
+"""Files allowed to name domains for now, and why (each entry is a debt with a plan): none."""
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:

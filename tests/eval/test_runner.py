@@ -269,7 +269,7 @@ class StuckToy(ToyEnv):
 
 @pytest.mark.parametrize("vector", ["threads", "async"])
 def test_a_stuck_backend_step_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vector: str) -> None:
-    import agentunit_gym.eval.runner as runner
+    import agentunit_gym.eval.lockstep as runner
     from agentunit_gym.errors import BackendTimeoutError
 
     monkeypatch.setattr(runner, "STEP_GRACE_S", 0.2)
