@@ -327,7 +327,8 @@ _NOTE = re.compile(r"\n\[(?:output truncated: [^\n]*|command timed out after [^\
 
 
 def shown_output(observation: str) -> str:
-    """The command output an observation of this env shows, without our framing and notes.
+    """The command output an observation of this env shows, without our framing, our notes
+    and trailing newlines.
 
     What an agent reading the observation would answer with; the oracle uses it for
     reference answers taken from a command's output (output past the observation limit is
@@ -339,7 +340,7 @@ def shown_output(observation: str) -> str:
     while True:
         note = _NOTE.search(text)
         if note is None:
-            return text
+            return text.rstrip("\n")
         text = text[: note.start()]
 
 

@@ -132,7 +132,7 @@ def test_output_reply_completes_from_the_observation_and_pickles() -> None:
     finally:
         env.close()
     assert isinstance(react, OutputReply) and PLACEHOLDER in react
-    assert react.complete("The output of the OS:\n\n3\n") == "Think: I know the answer.\nAct: answer(3\n)"
+    assert react.complete("The output of the OS:\n\n3\n") == "Think: I know the answer.\nAct: answer(3)"
     again = pickle.loads(pickle.dumps(react))
     assert isinstance(again, OutputReply) and again == react
     assert again.complete("The output of the OS is empty.").endswith("Act: answer()")
@@ -142,7 +142,8 @@ def test_output_reply_completes_from_the_observation_and_pickles() -> None:
 
 
 def test_shown_output_drops_only_our_framing_and_notes() -> None:
-    assert shown_output("The output of the OS:\n\n12\n") == "12\n"
+    assert shown_output("The output of the OS:\n\n12\n") == "12"
+    assert shown_output("The output of the OS:\n\na\nb\n\n") == "a\nb"
     assert shown_output("The output of the OS:\n\nx\n[exit code 1]") == "x"
     assert shown_output("The output of the OS:\n\nabc\n[output truncated: first 3 of 9 characters shown]"
                         "\n[exit code 2]") == "abc"
