@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from agentunit_gym.core.reference import PLACEHOLDER, OutputReply
-from agentunit_gym.envs.os_env import OSEnv, shown_output
+from agentunit_gym.domains.os.agentbench import load_agentbench_os
+from agentunit_gym.domains.os.env import OSEnv, shown_output
+from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.eval.agents import OracleAgent
 from agentunit_gym.eval.runner import EvalConfig, run_episodes
-from agentunit_gym.tasks.agentbench_os import load_agentbench_os
-from agentunit_gym.tasks.os_spec import OSTask
 
 INTEGER_MATCH = """import sys
 def as_int(text):
