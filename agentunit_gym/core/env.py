@@ -409,7 +409,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                               f"the {self.domain} env cannot provide for that tool.")
         sentinel_step = ReferenceStep(tool=step.tool, arguments={spec.primary: SENTINEL})
         rendered = self.render_action(sentinel_step, form)
-        return OutputReply.from_rendering(rendered, extract=reader, json_string=form == "json")
+        try:
+            return OutputReply.from_rendering(rendered, extract=reader, json_string=form == "json")
+        except ValueError as exc:
+            raise ConfigError(f"the {self.domain} env cannot render {step.tool!r} with an output filled in: {exc}.") \
+                from exc
 
     def _arguments_of(self, step: ReferenceStep) -> dict[str, Any]:
         if isinstance(step.arguments, dict):

@@ -204,3 +204,23 @@ def test_task_rows_still_load_strictly_and_the_admin_session_keeps_the_dialect()
             db.close()
     finally:
         backend.close()
+
+
+@pytest.mark.docker
+def test_a_server_without_the_collation_keeps_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As an older MariaDB (< 10.10) reached by DSN would: the rest of the dialect still holds.
+    import agentunit_gym.backends.sql.mysql as mysql_module
+
+    monkeypatch.setattr(mysql_module, "MARIADB_COLLATION", "utf8mb4_no_such_collation_ci")
+    backend = MySQLBackend()
+    try:
+        assert backend.dialect.collation is None
+        db = backend.open_episode([MIXED])
+        try:
+            ((mode,),) = _rows(db, "SELECT @@SESSION.sql_mode")
+            assert set(str(mode).split(",")) == set(MARIADB_SQL_MODE.split(","))
+            assert db.execute("UPDATE scores SET Points = '9' WHERE No = 16").rowcount == 1
+        finally:
+            db.close()
+    finally:
+        backend.close()

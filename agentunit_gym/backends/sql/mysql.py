@@ -157,7 +157,7 @@ def _pick_dialect(conn: Any, flavor: str) -> Dialect:
     with conn.cursor() as cur:
         try:
             cur.execute(f"SET NAMES utf8mb4 COLLATE {collation}")
-        except pymysql.err.OperationalError as exc:
+        except pymysql.err.MySQLError as exc:
             if _error_code(exc) != _ER_UNKNOWN_COLLATION:
                 raise
             collation = None  # an older server (MariaDB < 10.10, MySQL 5.7): its own default
