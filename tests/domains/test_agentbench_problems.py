@@ -73,6 +73,9 @@ def write_os(root: Path) -> Path:
         {"description": "A check with a null entry but no example.", "evaluation": {"check": [None]}},
         "not an object",
         {"description": "Say 4.", "evaluation": {"match": "4"}},
+        {"description": "The example's file is missing from the checkout.",
+         "evaluation": {"check": [None, {"language": "python", "file": "check/integer-match.py"}],
+                        "example": {"file": "example/missing.sh"}}},
     ]
     (base / "data" / "dev.json").write_text(json.dumps(items))
     (base / "data" / "2" / "broken.json").write_text("[{")
@@ -87,10 +90,12 @@ def test_os_loads_every_item_that_converts_and_reports_the_rest(tmp_path: Path) 
     dev = data / "os_interaction" / "data" / "dev.json"
     broken = data / "os_interaction" / "data" / "2" / "broken.json"
     assert [(p.source, p.task_id) for p in result.problems] == [
-        (f"{dev}#1", "dev-001-dev-00001"), (f"{dev}#2", "dev-001-dev-00002"), (str(broken), None)]
+        (f"{dev}#1", "dev-001-dev-00001"), (f"{dev}#2", "dev-001-dev-00002"), (f"{dev}#4", "dev-001-dev-00004"),
+        (str(broken), None)]
     assert "no example script" in result.problems[0].message
     assert "expected an object" in result.problems[1].message
-    assert "JSON" in result.problems[2].message
+    assert "missing.sh" in result.problems[2].message and "cannot read the script" in result.problems[2].message
+    assert "JSON" in result.problems[3].message
 
 
 def test_tasks_validate_lists_each_problem_once_and_exits_1(tmp_path: Path) -> None:
