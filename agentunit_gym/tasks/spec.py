@@ -25,6 +25,10 @@ class ReferenceStep(BaseModel):
     """Tool name, as in the env's tool table."""
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     """All arguments, or a plain value for the tool's primary argument."""
+    from_output: bool = False
+    """Fill the tool's primary argument during the episode with the output the previous step
+    showed (AgentBench's check items answer with what their example script printed); the
+    step then gives no arguments. See :mod:`agentunit_gym.core.reference`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -37,6 +41,12 @@ class ReferenceStep(BaseModel):
                 arguments = str(arguments)
             return {"tool": tool, "arguments": arguments}
         return data
+
+    @model_validator(mode="after")
+    def _output_fills_the_arguments(self) -> ReferenceStep:
+        if self.from_output and self.arguments:
+            raise ValueError("a from_output step takes its argument from the previous output; give no arguments")
+        return self
 
 
 class TaskSpec(BaseModel):
