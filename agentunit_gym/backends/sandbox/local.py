@@ -25,8 +25,9 @@ Layout of one sandbox:
 
 Process limit: a pids cgroup (``pids.max``) when the pids controller is writable (root on
 cgroup v1/v2 hosts), otherwise ``RLIMIT_NPROC`` on the processes that enter the sandbox,
-counted inside the sandbox's own user namespace. Root callers are exempt from
-``RLIMIT_NPROC``; without a writable cgroup they only get the per-command timeout.
+counted inside the sandbox's own user namespace (root callers' sandboxes run as an
+unprivileged uid, so it binds them too). After each command, what it left forking past
+``runaway_budget`` is killed so the next command can run.
 See docs/sandbox-local.md.
 """
 
@@ -113,6 +114,7 @@ _DEFAULT_ENV = {
 }
 
 _START_TIMEOUT_S = 10.0
+_RUNAWAY_WATCH_S = 0.2  # how long what a command left behind is watched while it keeps growing
 _KILL_TIMEOUT_S = 5.0
 # After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
 # making new ones), then how long the shell gets to print its sentinel before we decide it is
@@ -239,6 +241,33 @@ def _proc_stat_fields(pid: int) -> list[bytes] | None:
     except OSError:
         return None
     return data[data.rfind(b")") + 2:].split()
+
+
+def _children_ints(pid: int) -> list[int]:
+    return [int(child) for child in _children(pid)]
+
+
+def _pids_in_namespace(ns_inode: int) -> Iterator[int]:
+    """Host pids of the processes in the pid namespace with inode ``ns_inode``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/pid").st_ino == ns_inode:
+                    yield int(entry)
+            except OSError:
+                continue
+
+
+def _inner_pid(pid: int) -> int | None:
+    """A host pid's pid in its innermost pid namespace (None if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except OSError:
+        return None
+    return None
 
 
 def _read_proc_stat(pid: int) -> tuple[int, int] | None:
@@ -467,6 +496,9 @@ class LocalSandbox(Sandbox):
         allow_unisolated: run commands directly on the host when no isolation works. Only
             for trusted agents on throwaway machines: nothing protects the host then.
         pids_limit: the most processes the sandbox may have at once.
+        runaway_budget: most processes one shell command may leave running; when what it left
+            keeps forking past this (a fork bomb), all of it is killed once the command returns
+            or times out, so the next command can run. A few deliberate background jobs survive.
         workdir: the shell's and ``run()``'s initial directory.
         env: extra environment variables for the shell and ``run()``.
         temp_dir: where the private dirs are created (default: the system temp dir).
@@ -480,7 +512,9 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, *, isolation: Isolation = "auto", allow_unisolated: bool = False, pids_limit: int = 512,
                  workdir: str = "/root", env: Mapping[str, str] | None = None, temp_dir: str | None = None,
-                 warm_spare: bool = True) -> None:
+                 warm_spare: bool = True, runaway_budget: int = 32) -> None:
+        if runaway_budget < 1:
+            raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}.")
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ConfigError(f"isolation must be 'auto', 'bwrap', 'unshare' or 'none', got {isolation!r}.")
         if isolation == "none" and not allow_unisolated:
@@ -493,6 +527,7 @@ class LocalSandbox(Sandbox):
         self.isolation_requested: Isolation = isolation
         self.allow_unisolated = allow_unisolated
         self.pids_limit = pids_limit
+        self.runaway_budget = runaway_budget
         self.workdir = workdir
         self.warm_spare = warm_spare
         self._env = {**_DEFAULT_ENV, **(env or {})}
@@ -544,10 +579,11 @@ class LocalSandbox(Sandbox):
                     _chown_tree(self._root, self._owner_uid)
             self._cgroup = _PidsCgroup.create(self.pids_limit)
             self._prlimit = process.which("prlimit") if self._cgroup is None else None
-            if self._cgroup is None and (os.geteuid() == 0 or self._prlimit is None):
+            root_unbound = os.geteuid() == 0 and self._owner_uid is None  # unisolated root
+            if self._cgroup is None and (root_unbound or self._prlimit is None):
                 logger.warning("local sandbox: no writable pids cgroup and %s, so no process limit applies; "
                                "commands still time out.",
-                               "running as root (RLIMIT_NPROC does not bind root)" if os.geteuid() == 0
+                               "running as root (RLIMIT_NPROC does not bind root)" if root_unbound
                                else "no `prlimit` (util-linux) to set RLIMIT_NPROC")
         self._box = self._take_spare() or self._make_box()
         self._launch_spare()
@@ -751,7 +787,7 @@ class LocalSandbox(Sandbox):
         specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
         specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
         return ["unshare", "--user", "--map-root-user", "--pid", "--net", "--mount", "--ipc", "--uts",
-                "--fork", "--kill-child", "--propagation", "private", "/bin/sh", "-c", _setup_script(),
+                "--fork", "--kill-child", "--propagation", "private", "/bin/bash", "-c", _setup_script(),
                 "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
 
     def _start_holder(self, box: _Box) -> None:
@@ -927,6 +963,7 @@ class LocalSandbox(Sandbox):
         if shell.pending:
             capture.add(bytes(shell.pending))
             shell.pending.clear()
+        before = self._ns_pids(box)
         try:
             self._send(shell, command)
         except OSError:  # broken pipe: the shell is gone
@@ -934,6 +971,7 @@ class LocalSandbox(Sandbox):
             return self._shell_died(box, capture, started, timed_out=False)
         status = self._read_sentinel(shell, shell.marker, capture, started + timeout)
         if status is not None:
+            self._contain_runaways(box, before, capture)
             return capture.result(status, False, started)
         if shell.eof:
             return self._shell_died(box, capture, started, timed_out=False)
@@ -949,7 +987,64 @@ class LocalSandbox(Sandbox):
                 raise self._died_error()
             box.shell = self._start_shell(box)
             capture.add(b"\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]")
+        else:
+            self._contain_runaways(box, before, capture)
         return capture.result(None, True, started)
+
+    def _ns_pids(self, box: _Box) -> set[int]:
+        """The pids of the box's pid namespace, as its own /proc lists them (empty when unisolated)."""
+        if self.mechanism == "none" or box.ns_pid is None:
+            return set()
+        try:
+            return {int(entry) for entry in os.listdir(f"/proc/{box.ns_pid}/root/proc") if entry.isdigit()}
+        except OSError:
+            return set()
+
+    def _contain_runaways(self, box: _Box, before: set[int], capture: _Capture) -> None:
+        """Kill what the last command left running when it is a flood (``runaway_budget``).
+
+        What the command left (processes of the box's pid namespace not in ``before``) is
+        watched while it grows: a fork bomb doubles every few ms, a server started with ``&``
+        stays put. Past the budget, or with the pids limit nearly reached, every process the
+        command created is killed, in rounds until none is left, and the output says so.
+        """
+        if self.mechanism == "none" or not before:
+            return
+        deadline = time.monotonic() + _RUNAWAY_WATCH_S
+        seen = 0
+        while True:
+            new = self._ns_pids(box) - before
+            if not new:
+                return
+            if len(new) > self.runaway_budget or len(new) + len(before) >= self.pids_limit * 9 // 10:
+                break
+            if len(new) <= seen or time.monotonic() > deadline:
+                return  # stable (or slow): a deliberate background job
+            seen = len(new)
+            time.sleep(0.01)
+        assert box.ns_pid is not None
+        try:
+            ns = os.stat(f"/proc/{box.ns_pid}/ns/pid").st_ino
+        except OSError:
+            return
+        shell_group = box.shell.proc.pid if box.shell is not None else -1
+        killed: set[int] = set()
+        end = time.monotonic() + _KILL_TIMEOUT_S
+        while time.monotonic() < end:
+            targets = [pid for pid in _pids_in_namespace(ns)
+                       if _inner_pid(pid) not in before and (_proc_stat_fields(pid) or [b"Z"])[0] != b"Z"]
+            if not targets:
+                break
+            for pid in targets:
+                st = _read_proc_stat(pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if st is not None and st[0] not in (shell_group, *_children_ints(shell_group)):
+                        os.killpg(st[0], signal.SIGKILL)  # the whole group at once: it stops forking
+                    os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.002)
+        capture.add(f"\n[{len(killed)} processes this command left running were killed: more than "
+                    f"{self.runaway_budget} were still forking]\n".encode())
 
     @staticmethod
     def _send(shell: _Shell, command: str) -> None:
