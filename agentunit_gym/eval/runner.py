@@ -29,6 +29,7 @@ as an agent error.
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import re
@@ -505,6 +506,16 @@ def plan(config: EvalConfig, tasks_by_env: dict[str, list[tuple[str, str]]]) -> 
     return items
 
 
+def warn_left_out(env_id: str, env: gym.Env[str, str]) -> None:
+    """Log a warning when the env's backend leaves tasks of its suite out (``left_out_note``)."""
+    from agentunit_gym.tasks.spec import left_out_note
+
+    base = env.unwrapped
+    note = left_out_note(base.suite, base.backend_name)  # type: ignore[attr-defined]
+    if note is not None:
+        logging.getLogger("agentunit_gym").warning("%s: %s", env_id, note)
+
+
 def list_tasks(env: gym.Env[str, str]) -> list[tuple[str, str]]:
     """``(task_id, category)`` of every task the env can run on its backend."""
     base = env.unwrapped
@@ -579,6 +590,7 @@ def run_episodes(
             probes[env_id] = env_factory(env_id, _env_options(config, env_id))
             setup[0] += time.perf_counter() - probe_started
             tasks_by_env[env_id] = list_tasks(probes[env_id])
+            warn_left_out(env_id, probes[env_id])
         items = plan(config, tasks_by_env)
         todo = [it for it in items if it.key not in done]
         total = len(items)

@@ -338,6 +338,19 @@ class Shell:
         state = self._read_until(cap, time.monotonic() + timeout)
         return cap.found, cap, state
 
+    def _discard_pending(self) -> None:
+        """Drop output waiting on the terminal (it would open the next command's output)."""
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.02)
+            if not ready:
+                return
+            try:
+                if not os.read(self.master, 1 << 16):
+                    return
+            except OSError:
+                return
+
     def _kill_foreground(self, sig: int) -> bool:
         """Signal the terminal's foreground process group unless it is the shell's own."""
         try:
@@ -388,6 +401,7 @@ class Shell:
         if not restarted:
             killed = contain_runaways(before, {self.proc.pid, os.getpgid(0)})
             if killed:
+                self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
                 cap.note(f"\n[{killed} processes this command left running were killed: more than "
                          f"{RUNAWAY_BUDGET} were still forking]\n")
         return cap.reply(exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
