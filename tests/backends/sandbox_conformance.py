@@ -14,10 +14,12 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,20 +71,20 @@ export EPISODE_VAR=1; cd /tmp
 """
 
 
-def make_sandbox(kind: str) -> Sandbox:
-    """A new, not yet started sandbox of ``kind`` with its default options."""
+def make_sandbox(kind: str, **options: Any) -> Sandbox:
+    """A new, not yet started sandbox of ``kind`` with its default options (and ``options``)."""
     if kind == "local":
         from agentunit_gym.backends.sandbox.local import LocalSandbox
 
-        return LocalSandbox()
+        return LocalSandbox(**options)
     if kind == "local-unshare":
         from agentunit_gym.backends.sandbox.local import LocalSandbox
 
-        return LocalSandbox(isolation="unshare")
+        return LocalSandbox(isolation="unshare", **options)
     if kind == "docker":
         from agentunit_gym.backends.sandbox.docker import DockerSandbox  # lazy: may not be importable everywhere
 
-        return DockerSandbox()
+        return DockerSandbox(**options)
     raise ValueError(kind)
 
 
@@ -403,3 +405,26 @@ class SandboxConformance:
         assert sandbox.shell("sleep 0.5; echo ok").output.endswith("ok\n")
         assert count_procs(sandbox, "sleep") == 5
 
+
+    # ---------------------------------------------------------------- network (opt-in)
+
+    def test_network_is_opt_in(self, sandbox: Sandbox, sandbox_kind: str) -> None:
+        # A listener on the host: unreachable by default, reachable with network=True.
+        with socket.create_server(("0.0.0.0", 0)) as server:
+            port = server.getsockname()[1]
+            server.settimeout(20)
+            probe = ("import socket, sys\n"
+                     "for host in sys.argv[1:]:\n"
+                     "    try:\n"
+                     "        socket.create_connection((host, int(PORT)), timeout=3).close(); print('connected'); break\n"
+                     "    except OSError as exc:\n"
+                     "        print('failed', host, type(exc).__name__)\n").replace("PORT", str(port))
+            targets = ("127.0.0.1",)
+            assert "connected" not in sandbox.run(probe, language="python", args=targets).output
+            with make_sandbox(sandbox_kind, network=True) as online:
+                # Docker's bridge reaches the host at the default route's gateway; local shares the host's loopback.
+                gateway = online.run("awk '$2 == \"00000000\" {print $3}' /proc/net/route").output.split()
+                hosts = [*targets, *(socket.inet_ntoa(bytes.fromhex(g)[::-1]) for g in gateway[:1])]
+                result = online.run(probe, language="python", args=tuple(hosts), timeout=30)
+                assert "connected" in result.output, result.output
+                server.accept()[0].close()

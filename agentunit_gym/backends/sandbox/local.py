@@ -499,6 +499,8 @@ class LocalSandbox(Sandbox):
         runaway_budget: most processes one shell command may leave running; when what it left
             keeps forking past this (a fork bomb), all of it is killed once the command returns
             or times out, so the next command can run. A few deliberate background jobs survive.
+        network: share the host's network namespace (and its resolv.conf) instead of an empty
+            one. Off by default: opt in only for tasks that must reach the network.
         workdir: the shell's and ``run()``'s initial directory.
         env: extra environment variables for the shell and ``run()``.
         temp_dir: where the private dirs are created (default: the system temp dir).
@@ -512,7 +514,7 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, *, isolation: Isolation = "auto", allow_unisolated: bool = False, pids_limit: int = 512,
                  workdir: str = "/root", env: Mapping[str, str] | None = None, temp_dir: str | None = None,
-                 warm_spare: bool = True, runaway_budget: int = 32) -> None:
+                 warm_spare: bool = True, runaway_budget: int = 32, network: bool = False) -> None:
         if runaway_budget < 1:
             raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}.")
         if isolation not in ("auto", "bwrap", "unshare", "none"):
@@ -528,6 +530,7 @@ class LocalSandbox(Sandbox):
         self.allow_unisolated = allow_unisolated
         self.pids_limit = pids_limit
         self.runaway_budget = runaway_budget
+        self.network = network
         self.workdir = workdir
         self.warm_spare = warm_spare
         self._env = {**_DEFAULT_ENV, **(env or {})}
@@ -575,6 +578,9 @@ class LocalSandbox(Sandbox):
             self._root = Path(tempfile.mkdtemp(prefix="agentunit-gym-local-", dir=parent))
             if self.mechanism != "none":
                 build_etc(self._root / "etc")  # the template each box's /etc is copied from
+                if self.network:  # the host's resolver settings, for names to resolve
+                    with contextlib.suppress(OSError):
+                        shutil.copyfile("/etc/resolv.conf", self._root / "etc" / "resolv.conf")
                 if self._owner_uid is not None:
                     _chown_tree(self._root, self._owner_uid)
             self._cgroup = _PidsCgroup.create(self.pids_limit)
@@ -776,8 +782,8 @@ class LocalSandbox(Sandbox):
 
     def _holder_argv(self, box: _Box) -> list[str]:
         if self.mechanism == "bwrap":
-            argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                    "--unshare-uts", "--unshare-cgroup-try", "--uid", "0", "--gid", "0",
+            argv = ["bwrap", "--unshare-user", "--unshare-pid", *([] if self.network else ["--unshare-net"]),
+                    "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--uid", "0", "--gid", "0",
                     "--hostname", "sandbox", *_bwrap_system_args(), "--proc", "/proc", "--dev", "/dev"]
             for d in WRITABLE_DIRS:
                 argv += ["--bind", str(box.writable(d)), d]
@@ -786,7 +792,8 @@ class LocalSandbox(Sandbox):
             return argv + ["--remount-ro", "/", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
         specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
         specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
-        return ["unshare", "--user", "--map-root-user", "--pid", "--net", "--mount", "--ipc", "--uts",
+        return ["unshare", "--user", "--map-root-user", "--pid", *([] if self.network else ["--net"]), "--mount",
+                "--ipc", "--uts",
                 "--fork", "--kill-child", "--propagation", "private", "/bin/bash", "-c", _setup_script(),
                 "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
 
@@ -842,7 +849,8 @@ class LocalSandbox(Sandbox):
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
         assert box.ns_pid is not None
-        return ["nsenter", "-t", str(box.ns_pid), "-U", "-m", "-p", "-n", "-i", "-u", "-r",
+        # With network=True the sandbox is in the host's network namespace, which we may not enter.
+        return ["nsenter", "-t", str(box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
                 "--preserve-credentials", "--", "/usr/bin/env", f"--chdir={self._workdir_in(box)}", *argv]
 
     def _workdir_in(self, box: _Box) -> str:

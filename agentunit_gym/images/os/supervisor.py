@@ -57,6 +57,9 @@ AGENT_ENV = {
 libc = ctypes.CDLL(None, use_errno=True)
 TMPFS_SIZE = os.environ.get("AU_TMPFS_SIZE", "1g")
 PIDS_LIMIT = int(os.environ.get("AU_PIDS_LIMIT", "256"))
+NETWORK = os.environ.get("AU_NETWORK") == "1"
+"""With a network, the agent's /etc gets Docker's resolv.conf, hosts and hostname (the
+overlay shows the image's files, not the ones Docker mounts over them)."""
 RUNAWAY_BUDGET = int(os.environ.get("AU_RUNAWAY_BUDGET", "32"))
 """How many processes one command may leave running (a server, a few workers) before they
 count as runaways (a fork bomb) and are killed, so the next command can fork."""
@@ -108,6 +111,15 @@ def mount_root() -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, dev + "/" + name)
+    if NETWORK:
+        for name in ("resolv.conf", "hosts", "hostname"):
+            try:
+                with open("/etc/" + name, "rb") as src:
+                    data = src.read()
+                with open(ROOT + "/etc/" + name, "wb") as dst:
+                    dst.write(data)
+            except OSError:
+                pass
 
 
 SHIELDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
