@@ -89,7 +89,7 @@ def _client(client: Any | None, timeout: float = 600.0) -> Any:
     return client if client is not None else process.docker_client(timeout=timeout)
 
 
-GENERATED_CONTEXTS: dict[str, str] = {"kg": "agentunit_gym.backends.sparql.container"}
+GENERATED_CONTEXTS: dict[str, str] = {"kg": "agentunit_gym.domains.kg.image"}
 """Images whose build context is the shipped folder plus generated files (name -> module).
 The module has ``context_key() -> str`` (a content key of what it adds, cheap to compute)
 and ``prepare_context(folder)`` (adds the files to a copy of the shipped folder)."""

@@ -2,8 +2,9 @@
 
 Metrics are computed from :class:`~agentunit_gym.core.trace.EpisodeTrace` objects only (the
 contract between the wrappers and the evaluator), grouped as in AgentUnit: correctness,
-efficiency, safety, reasoning, repeats, finish reasons, and the DB headline. Every metric
-is defined in docs/metrics.md.
+efficiency, safety, reasoning, repeats, finish reasons; then each registered domain's own
+metrics and headline, from its description (:class:`~agentunit_gym.core.domain.Domain`).
+Every metric is defined in docs/metrics.md.
 
 Four kinds of aggregate, each with its own interval:
 
@@ -14,6 +15,10 @@ Four kinds of aggregate, each with its own interval:
   episode are not independent, so a Wilson interval over steps would be too narrow).
 - ``task``: one number per task (pass@k, variance over repeats); the mean over tasks, with
   a bootstrap over tasks.
+
+When a task was repeated (``--runs`` > 1) its episodes are not independent: the rate,
+mean and ratio intervals then resample whole tasks (a cluster bootstrap, method
+``cluster_bootstrap``) instead of episodes.
 """
 
 from __future__ import annotations
@@ -26,12 +31,25 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agentunit_gym.core import registry
+from agentunit_gym.core.domain import DomainMetric, Headline
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace, Flag, StepRecord
-from agentunit_gym.eval.stats import Interval, bootstrap, pass_at_k, pass_hat_k, ratio_of_sums, wilson
+from agentunit_gym.eval.stats import (
+    DEFAULT_BOOTSTRAP,
+    Interval,
+    bootstrap,
+    bootstrap_draws,
+    cluster_sums,
+    pass_at_k,
+    pass_hat_k,
+    percentile_interval,
+    rate_interval,
+    ratio_of_sums,
+)
 
 Kind = Literal["rate", "mean", "ratio", "task"]
-Group = Literal["correctness", "efficiency", "safety", "reasoning", "repeats", "finish", "db"]
+Group = Literal["correctness", "efficiency", "safety", "reasoning", "repeats", "finish", "domain"]
 
 
 @dataclass(frozen=True)
@@ -224,20 +242,6 @@ def attempted_trap(t: EpisodeTrace) -> bool:
     return any(tr.verdict == "attempted" for tr in t.traps) or any(Flag.TRAP_ATTEMPT in s.flags for s in t.steps)
 
 
-def db_kind(t: EpisodeTrace) -> str | None:
-    """The AgentBench DB headline bucket of a DB episode: ``select``, ``insert``, ``update``, or None."""
-    if t.domain != "db":
-        return None
-    tags = " ".join([t.category, *(str(x) for x in t.metadata.get("labels", ()))]).lower()
-    if "insert" in tags:
-        return "insert"
-    if "update" in tags:
-        return "update"
-    if "delete" in tags:
-        return None  # AgentBench's headline averages SELECT, INSERT and UPDATE only
-    return "select"
-
-
 # ------------------------------------------------------------------- task helpers
 
 
@@ -279,11 +283,20 @@ def _finish_rate(reason: FinishReason) -> MetricDef:
     )
 
 
-def _db_rate(kind: str) -> MetricDef:
-    return MetricDef(
-        f"db_{kind}_accuracy", "db", "rate", f"Success rate of DB episodes of the {kind.upper()} family.",
-        extract=lambda e: succeeded(e.trace) if db_kind(e.trace) == kind else None,
-    )
+def _domain_metric(metric: DomainMetric) -> MetricDef:
+    """A domain's metric as a catalog entry (group ``domain``)."""
+    return MetricDef(metric.name, "domain", metric.kind, metric.description, unit=metric.unit,
+                     higher_is_better=metric.higher_is_better, extract=lambda e: metric.extract(e.trace))
+
+
+def domain_definitions() -> list[MetricDef]:
+    """Every registered domain's own metrics, as catalog entries."""
+    return [_domain_metric(m) for d in registry.domains() for m in d.metrics]
+
+
+def headlines() -> list[Headline]:
+    """Every registered domain's headline."""
+    return [d.headline for d in registry.domains() if d.headline is not None]
 
 
 CATALOG: tuple[MetricDef, ...] = (
@@ -389,10 +402,9 @@ CATALOG: tuple[MetricDef, ...] = (
               extract=lambda e: repeated_actions(e.trace)),
     # finish reasons
     *(_finish_rate(r) for r in FinishReason),
-    # DB headline pieces (the headline itself is computed from them)
-    *(_db_rate(k) for k in ("select", "insert", "update")),
 )
-"""Every episode- and step-level metric; the repeat metrics are added by :func:`compute_metrics`."""
+"""Every episode- and step-level metric that holds for any domain; the repeat metrics, the
+domains' own metrics and their headlines are added by :func:`compute_metrics`."""
 
 
 def _repeat_defs(max_k: int) -> list[MetricDef]:
@@ -442,21 +454,24 @@ def evaluate(defn: MetricDef, episodes: Sequence[Episode], *, seed: int = 0) -> 
             return result(None, None, 0)
         return result(float(np.mean(values)), bootstrap(values, seed=seed), len(values))
     assert defn.extract is not None
-    raw = [v for e in episodes if (v := defn.extract(e)) is not None]
-    if not raw:
+    pairs = [(e.task_key, v) for e in episodes if (v := defn.extract(e)) is not None]
+    if not pairs:
         return result(None, None, 0)
+    # Repeats of one task are resampled together (stats.cluster_sums finds them).
+    clusters = [k for k, _ in pairs]
+    raw = [v for _, v in pairs]
     if defn.kind == "rate":
         hits = sum(1 for v in raw if v)
-        return result(hits / len(raw), wilson(hits, len(raw)), len(raw))
+        return result(hits / len(raw), rate_interval([bool(v) for v in raw], clusters, seed=seed), len(raw))
     if defn.kind == "ratio":
         rows = np.asarray(raw, dtype=float)
         value = ratio_of_sums(rows)
-        return result(value, bootstrap(rows, ratio_of_sums, seed=seed) if not math.isnan(value) else None,
-                      len(raw))
+        return result(value, bootstrap(rows, "ratio", clusters=clusters, seed=seed) if not math.isnan(value)
+                      else None, len(raw))
     values_f = np.asarray(raw, dtype=float)
     if defn.scale == "sum":
-        return result(float(values_f.sum()), bootstrap(values_f, lambda a: float(a.sum()), seed=seed), len(raw))
-    return result(float(values_f.mean()), bootstrap(values_f, seed=seed), len(raw))
+        return result(float(values_f.sum()), bootstrap(values_f, "sum", clusters=clusters, seed=seed), len(raw))
+    return result(float(values_f.mean()), bootstrap(values_f, clusters=clusters, seed=seed), len(raw))
 
 
 @dataclass
@@ -475,8 +490,8 @@ class MetricTable:
 
 
 def compute_metrics(episodes: Sequence[Episode], *, seed: int = 0) -> MetricTable:
-    """Every catalog metric over ``episodes``, plus pass@k / pass^k for the repeats present
-    and the DB headline when DB episodes are present.
+    """Every catalog metric over ``episodes``, plus pass@k / pass^k for the repeats present,
+    and every registered domain's metrics and headline (None when no episode of it is present).
 
     Args:
         episodes: finished episodes.
@@ -488,36 +503,44 @@ def compute_metrics(episodes: Sequence[Episode], *, seed: int = 0) -> MetricTabl
     table = MetricTable(episodes=len(episodes))
     groups = group_by_task(episodes)
     max_k = min((len(g) for g in groups.values()), default=1)
-    for defn in (*CATALOG, *_repeat_defs(max_k)):
+    for defn in (*CATALOG, *_repeat_defs(max_k), *domain_definitions()):
         table.metrics[defn.name] = evaluate(defn, episodes, seed=seed)
-    table.metrics["db_headline"] = db_headline(episodes, seed=seed)
+    for head in headlines():
+        table.metrics[head.name] = headline_value(head, episodes, seed=seed)
     return table
 
 
-def db_headline(episodes: Sequence[Episode], *, seed: int = 0) -> MetricValue:
-    """AgentBench's DB headline: the mean of the SELECT, INSERT and UPDATE accuracies present.
+def headline_value(head: Headline, episodes: Sequence[Episode], *, seed: int = 0) -> MetricValue:
+    """A domain's headline over ``episodes``, with a stratified bootstrap interval.
 
-    The interval is a stratified bootstrap: each family is resampled within itself.
+    The value is ``head.combine`` of the per-stratum means (see
+    :class:`~agentunit_gym.core.domain.Headline`); the interval resamples each stratum
+    within itself (2000 draws) and combines the resampled means the same way.
     """
-    buckets: dict[str, list[float]] = {}
+    members: dict[str, list[tuple[tuple[str, str], float]]] = {}
     for e in episodes:
-        kind = db_kind(e.trace)
-        if kind is not None:
-            buckets.setdefault(kind, []).append(float(succeeded(e.trace)))
-    name, unit = "db_headline", "share"
-    if not buckets:
-        return MetricValue(name, "db", None, None, 0, unit, True)
-    value = float(np.mean([np.mean(v) for v in buckets.values()]))
-    n = sum(len(v) for v in buckets.values())
-    rng = np.random.default_rng(seed)
-    arrays = [np.asarray(v) for v in buckets.values()]
-    if all(np.all(a == a[0]) for a in arrays):
+        key = head.stratum(e.trace)
+        if key is not None:
+            members.setdefault(key, []).append((e.task_key, head.value(e.trace)))
+    value = head.combine({k: float(np.mean([x for _, x in v])) for k, v in members.items()}) if members else None
+    if value is None:
+        return MetricValue(head.name, "domain", None, None, 0, head.unit, True)
+    n = sum(len(v) for v in members.values())
+    outcomes = [x for v in members.values() for _, x in v]
+    if all(x == outcomes[0] for x in outcomes):
         ci = Interval(value, value, "exact")
     else:
-        draws = [np.mean([a[rng.integers(0, a.size, a.size)].mean() for a in arrays]) for _ in range(2000)]
-        low, high = np.percentile(draws, [2.5, 97.5])
-        ci = Interval(float(low), float(high), "bootstrap")
-    return MetricValue(name, "db", value, ci, n, unit, True)
+        # Each stratum resampled within itself, by task (a task's repeats together), all
+        # replicates at once; combine then applies per replicate (it is any function).
+        rng = np.random.default_rng(seed)
+        means = {}
+        for key, rows in members.items():
+            num, den, _ = cluster_sums(np.asarray([x for _, x in rows]), [k for k, _ in rows])
+            means[key] = bootstrap_draws(num, den, rng=rng)
+        draws = [head.combine({k: float(m[i]) for k, m in means.items()}) for i in range(DEFAULT_BOOTSTRAP)]
+        ci = percentile_interval(np.asarray([d for d in draws if d is not None], dtype=float),
+                                 "stratified_bootstrap")
+    return MetricValue(head.name, "domain", value, ci, n, head.unit, True)
 
 
 def finish_distribution(episodes: Sequence[Episode]) -> dict[tuple[str, str], dict[str, float]]:
@@ -542,9 +565,9 @@ def finish_distribution(episodes: Sequence[Episode]) -> dict[tuple[str, str], di
 
 def metric_names(max_k: int = 3) -> list[str]:
     """Every metric name the catalog produces when tasks are repeated ``max_k`` times."""
-    return [d.name for d in (*CATALOG, *_repeat_defs(max_k))] + ["db_headline"]
+    return [d.name for d in definitions(max_k)] + [h.name for h in headlines()]
 
 
 def definitions(max_k: int = 3) -> list[MetricDef]:
-    """The catalog's definitions (for docs and reports)."""
-    return [*CATALOG, *_repeat_defs(max_k)]
+    """The catalog's definitions, the registered domains' metrics included (for docs and reports)."""
+    return [*CATALOG, *_repeat_defs(max_k), *domain_definitions()]

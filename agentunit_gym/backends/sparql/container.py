@@ -1,10 +1,11 @@
 """The ``kg`` image (Oxigraph's SPARQL server holding the bundled graph) and its containers.
 
 The image's build context is generated (see ``GENERATED_CONTEXTS`` in
-:mod:`agentunit_gym.backends.images`): the shipped ``images/kg/`` folder plus the bundled
-graph as gzipped N-Triples and the ``oxigraph`` server binary taken from PyPI's ``oxigraph``
-wheel installed beside this package (``pip install "agentunit-gym[kg-server]"``). The graph is
-loaded into the image's store at build time, so a container answers as soon as it listens.
+:mod:`agentunit_gym.backends.images`; the KG domain's ``image`` module writes it): the shipped
+``images/kg/`` folder plus the bundled graph as gzipped N-Triples and the ``oxigraph`` server
+binary (:func:`oxigraph_binary`, from PyPI's ``oxigraph`` wheel installed beside this package:
+``pip install "agentunit-gym[kg-server]"``). The graph is loaded into the image's store at
+build time, so a container answers as soon as it listens.
 
 :class:`SPARQLContainer` runs one container of it, loopback-published on a port Docker
 picks, labelled like every container of ours, and removes it on ``close()``.
@@ -12,7 +13,6 @@ picks, labelled like every container of ours, and removes it on ``close()``.
 
 from __future__ import annotations
 
-import gzip
 import shutil
 import sys
 import time
@@ -47,24 +47,6 @@ def oxigraph_binary() -> Path:
         "the kg image needs the Oxigraph server binary: pip install \"agentunit-gym[kg-server]\" "
         "(PyPI's `oxigraph` wheel), then build again."
     )
-
-
-def context_key() -> str:
-    """What the generated context depends on: the bundled graph's key and the binary's size and version."""
-    from agentunit_gym.domains.kg.graph import bundled_source
-
-    binary = oxigraph_binary()
-    return f"{bundled_source().key}|{binary.stat().st_size}"
-
-
-def prepare_context(folder: Path) -> None:
-    """Add ``graph.nt.gz`` and ``oxigraph`` to a copy of ``images/kg/``."""
-    from agentunit_gym.domains.kg.graph import bundled_source
-
-    shutil.copy2(oxigraph_binary(), folder / "oxigraph")
-    with gzip.open(folder / "graph.nt.gz", "wt", encoding="utf-8", compresslevel=6) as handle:
-        for line in bundled_source().ntriples():
-            handle.write(line)
 
 
 class SPARQLContainer:

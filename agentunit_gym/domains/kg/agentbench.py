@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from agentunit_gym.domains.kg.task import KGTask
 from agentunit_gym.errors import TaskFileError
+from agentunit_gym.tasks.loader import LoadProblem, LoadResult
 
 SPLITS = ("dev.json", "std.json")
 
@@ -89,17 +90,20 @@ def _category(s_expression: Any) -> str:
     return "general"
 
 
-def load_agentbench_kg(path: str | Path) -> list[KGTask]:
+def load_agentbench_kg(path: str | Path, *, problems: list[LoadProblem] | None = None) -> list[KGTask]:
     """Read AgentBench's KG tasks.
 
     Args:
         path: AgentBench's ``data/`` folder, its ``data/knowledgegraph/`` folder, or one JSON file.
+        problems: when given, an item that does not convert is appended here and the rest
+            load; when None, the first such item raises.
 
     Returns:
         The tasks of every split found (dev first, then std), ids ``<split>-<index:05d>``.
 
     Raises:
-        TaskFileError: a missing path, a file that is not a JSON list, an item that does not convert.
+        TaskFileError: a missing path, a file that is not a JSON list, or (``problems`` None)
+            an item that does not convert.
     """
     tasks: list[KGTask] = []
     for file in _files(Path(path)):
@@ -111,7 +115,23 @@ def load_agentbench_kg(path: str | Path) -> list[KGTask]:
             raise TaskFileError(str(file), "expected a JSON list of items.")
         for index, item in enumerate(items):
             task_id = f"{file.stem}-{index:05d}"
-            if not isinstance(item, dict):
-                raise TaskFileError(str(file), f"item {index} is not an object.", task_id=task_id)
-            tasks.append(item_to_task(item, task_id=task_id, source=f"{file}#{index}"))
+            try:
+                if not isinstance(item, dict):
+                    raise TaskFileError(str(file), f"item {index} is not an object.", task_id=task_id)
+                tasks.append(item_to_task(item, task_id=task_id, source=f"{file}#{index}"))
+            except TaskFileError as exc:
+                if problems is None:
+                    raise
+                problems.append(LoadProblem(f"{file}#{index}", str(exc), task_id=task_id))
     return tasks
+
+
+def collect_agentbench_kg(path: Path) -> LoadResult:
+    """Every KG split at ``path``; an item that does not convert is a problem, not a stop.
+
+    Raises:
+        TaskFileError: ``path`` holds no KG file.
+    """
+    problems: list[LoadProblem] = []
+    tasks = load_agentbench_kg(path, problems=problems)
+    return LoadResult(tuple(tasks), tuple(problems))

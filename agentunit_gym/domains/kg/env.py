@@ -26,14 +26,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from agentunit_gym.backends.sparql.base import SPARQLBackend
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
-from agentunit_gym.domains.kg.agentbench import load_agentbench_kg, looks_like_agentbench_kg
+from agentunit_gym.domains.kg.domain import DOMAIN
 from agentunit_gym.domains.kg.prompt import task_prompt
 from agentunit_gym.domains.kg.scoring import answer_scores
 from agentunit_gym.domains.kg.task import TOOL_PARAMS, KGTask
@@ -98,9 +97,9 @@ class KGEnv(AgentEnv[KGTask]):
         BackendUnavailableError: the store cannot be opened or reached.
     """
 
-    domain: ClassVar[str] = "kg"
+    domain: ClassVar[str] = DOMAIN.name
     task_model = KGTask
-    default_max_steps: ClassVar[int] = 15
+    default_max_steps: ClassVar[int] = DOMAIN.step_limit
     grammar: ClassVar[str] = "Thought: ...\nAction: get_relations(#0)\nor\nFinal Answer: #3"
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("get_relations", "List the relations leaving an entity or a variable.", (_variable_param(),)),
@@ -140,12 +139,6 @@ class KGEnv(AgentEnv[KGTask]):
             raise ConfigError(f"graph must be 'bundled' or 'freebase', got {graph!r}.")
         if query_timeout <= 0 or max_results < 1:
             raise ConfigError(f"query_timeout must be > 0 and max_results >= 1, got {query_timeout}, {max_results}.")
-        if tasks is None:
-            from agentunit_gym.domains.kg.suite import bundled_suite_path
-
-            tasks = bundled_suite_path()
-        elif isinstance(tasks, (str, Path)) and looks_like_agentbench_kg(Path(tasks)):
-            tasks = load_agentbench_kg(tasks)
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
         if graph is None:
             graph = "freebase" if self._all_tasks and all(t.graph == "freebase" for t in self._all_tasks) else "bundled"

@@ -5,6 +5,8 @@ The example runs on the bundled graph (a test replays it, so its observations st
 
 from __future__ import annotations
 
+from agentunit_gym.core.domain import ExampleStep, Prompt
+
 INSTRUCTIONS = """\
 You answer questions with the facts stored in a knowledge base, which you query with the tools below.
 
@@ -63,3 +65,24 @@ def task_prompt(question: str, entity_names: list[str], max_steps: int) -> str:
     """The first observation of an episode: the instructions, then the question and its entities."""
     return (INSTRUCTIONS.format(max_steps=max_steps)
             + f"\nA new question: {question}\nEntities: [{', '.join(entity_names)}]")
+
+
+def _as_step(observation: str, reply: str) -> ExampleStep:
+    line = reply.splitlines()[-1]
+    if line.startswith("Final Answer:"):
+        return ExampleStep(observation, reply, "final_answer", {"variable": line.split(":", 1)[1].strip()})
+    call = line.split("Action:", 1)[1].strip()
+    name, inside = call.split("(", 1)
+    from agentunit_gym.domains.kg.task import TOOL_PARAMS
+
+    values = [v.strip() for v in inside.rstrip(")").split(",")]
+    return ExampleStep(observation, reply, name, dict(zip(TOOL_PARAMS[name], values, strict=True)))
+
+
+PROMPT = Prompt(
+    system="You are an agent that answers questions with the knowledge stored in a knowledge base, "
+           "which you query with tools. Each turn you think, then take exactly one action; "
+           "you will see its observation.",
+    example=tuple(_as_step(observation, reply) for observation, reply in EXAMPLE),
+)
+"""What a chat agent is told about the KG domain: the system text and the worked example."""

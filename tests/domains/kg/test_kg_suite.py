@@ -12,14 +12,13 @@ from agentunit_gym.backends.sparql.base import SPARQLBackend
 from agentunit_gym.backends.sparql.embedded import EmbeddedSPARQL
 from agentunit_gym.backends.sparql.http import HTTPSPARQL
 from agentunit_gym.core import FinishReason
+from agentunit_gym.domains.kg.domain import DOMAIN
 from agentunit_gym.domains.kg.env import KGEnv
 from agentunit_gym.domains.kg.store import bundled_store
-from agentunit_gym.domains.kg.suite import bundled_suite_path
 from agentunit_gym.domains.kg.task import MAKES_VARIABLE, TOOL_PARAMS, KGTask, split_call
-from agentunit_gym.tasks.loader import load_tasks
 from tests.backends.oxigraph_server import OxigraphServer
 
-SUITE: list[KGTask] = load_tasks(bundled_suite_path(), KGTask)
+SUITE: list[KGTask] = [t for t in DOMAIN.bundled_tasks() if isinstance(t, KGTask)]
 
 
 def test_suite_shape() -> None:
