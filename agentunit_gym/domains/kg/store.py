@@ -35,3 +35,26 @@ def ensure_store(source: GraphSource, *, progress: Progress | None = None, total
 def bundled_store() -> Path:
     """The bundled graph's store path (built on first use)."""
     return ensure_store(bundled_source(), total=BUNDLED_TRIPLES_APPROX)
+
+
+def main() -> int:
+    """``python -m agentunit_gym.domains.kg.store``: build the bundled store with a progress bar."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    source = bundled_source()
+    path = store_path(source.key)
+    if (path / "READY").is_file():
+        print(f"cached: {path}")
+        return 0
+    with Progress(TextColumn("building the KG store"), BarColumn(), TextColumn("{task.completed:,} triples"),
+                  TimeElapsedColumn()) as bar:
+        task = bar.add_task("build", total=BUNDLED_TRIPLES_APPROX)
+        started = time.perf_counter()
+        built = build_store(source.key, source.ntriples, total=BUNDLED_TRIPLES_APPROX,
+                            progress=lambda done, total: bar.update(task, completed=done, total=total))
+    print(f"built {built} in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
