@@ -200,3 +200,23 @@ def test_empty_committed_answer_is_not_executable(env: KGEnv) -> None:
 def test_answer_scores(predicted: list[str], gold: list[str], f1: float, em: bool) -> None:
     scores = answer_scores(predicted, gold)
     assert scores["f1"] == pytest.approx(f1) and scores["exact_match"] is em
+
+
+def test_the_worked_example_is_true_on_the_bundled_graph() -> None:
+    # The prompt's one-shot example runs on the bundled graph: every observation it shows is the env's.
+    from agentunit_gym.backends.sparql.embedded import EmbeddedSPARQL as Store
+    from agentunit_gym.domains.kg.prompt import EXAMPLE, EXAMPLE_ENTITIES, PROMPT
+    from agentunit_gym.domains.kg.store import bundled_store
+
+    task = KGTask.model_validate({"id": "example", "question": "Which countries border both France and Germany?",
+                                  "entities": EXAMPLE_ENTITIES, "actions": ["count(m.country_fr)"],
+                                  "answer": ["m.country_be", "m.country_ch", "m.country_lu"]})
+    with Store(bundled_store()) as store, KGEnv(sparql_backend=store, tasks=[task]) as env:
+        env.reset(options={"task_id": "example"})
+        for (_, reply), (following, _) in zip(EXAMPLE, EXAMPLE[1:], strict=False):
+            observation, *_ = env.step(reply)
+            assert observation == following
+        _, reward, terminated, _, _ = env.step(EXAMPLE[-1][1])
+        assert terminated and reward == 1.0
+    assert [s.tool for s in PROMPT.example] == ["get_relations", "get_neighbors", "get_relations", "get_neighbors",
+                                                "intersection", "final_answer"]
