@@ -85,19 +85,18 @@ class TestOxigraphServer(SPARQLConformance):
 
 @pytest.mark.docker
 class TestKGContainer(SPARQLConformance):
+    """``backend="sparql"`` without an endpoint: a kg container of the backend's own."""
+
     @pytest.fixture(scope="class")
     def backend(self) -> Iterator[SPARQLBackend]:
-        from agentunit_gym.backends.sparql.container import SPARQLContainer
-
-        with SPARQLContainer() as container, HTTPSPARQL(container.endpoint) as http:
-            yield http
+        sparql = open_sparql_backend("sparql", endpoint=None, store=bundled_store)
+        yield sparql
+        sparql.close()
 
 
 def test_factory_choices(tmp_path: object) -> None:
     with pytest.raises(ConfigError):
         open_sparql_backend("virtuoso", endpoint=None, store=bundled_store)
-    with pytest.raises(ConfigError):
-        open_sparql_backend("sparql", endpoint=None, store=bundled_store)
     with pytest.raises(ConfigError):
         open_sparql_backend("embedded", endpoint="http://127.0.0.1:1/query", store=bundled_store)
     auto = open_sparql_backend("auto", endpoint=None, store=bundled_store)

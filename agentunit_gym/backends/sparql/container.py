@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentunit_gym.backends.images import LABEL, ensure_image
+from agentunit_gym.backends.sparql.http import HTTPSPARQL
 from agentunit_gym.errors import BackendUnavailableError, ImageBuildError
 
 IMAGE = "kg"
@@ -112,3 +113,22 @@ class SPARQLContainer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ContainerSPARQL(HTTPSPARQL):
+    """The ``sparql`` backend on a ``kg`` container of its own (started here, removed on ``close()``).
+
+    Raises:
+        BackendUnavailableError: no Docker daemon, or the server did not answer in time.
+        ImageBuildError: the image could not be built.
+    """
+
+    def __init__(self, *, client: Any | None = None, timeout_s: float = 30.0) -> None:
+        self._container = SPARQLContainer(client=client, timeout_s=timeout_s)
+        super().__init__(self._container.endpoint)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._container.close()

@@ -20,12 +20,13 @@ def open_sparql_backend(kind: str, *, endpoint: str | None, store: Callable[[], 
 
     Args:
         kind: ``auto`` (``sparql`` when an endpoint is given, else ``embedded``), ``embedded`` or ``sparql``.
-        endpoint: the SPARQL 1.1 query URL (needed by ``sparql``).
+        endpoint: the SPARQL 1.1 query URL; ``sparql`` without one starts a ``kg`` container.
         store: builds or finds the on-disk store for ``embedded`` and returns its path.
 
     Raises:
-        ConfigError: an unknown kind, ``sparql`` without an endpoint, an endpoint with ``embedded``.
-        BackendUnavailableError: the store cannot be opened.
+        ConfigError: an unknown kind, an endpoint with ``embedded``.
+        BackendUnavailableError: the store cannot be opened, or (``sparql`` without an
+            endpoint) no Docker daemon answers.
     """
     if kind not in ("auto", *KINDS):
         raise ConfigError(f"backend must be 'auto', 'embedded' or 'sparql', got {kind!r}.")
@@ -34,7 +35,10 @@ def open_sparql_backend(kind: str, *, endpoint: str | None, store: Callable[[], 
         log.debug("KG backend auto -> %s", kind)
     if kind == "sparql":
         if not endpoint:
-            raise ConfigError("the 'sparql' backend needs endpoint='http://host:port/query' (a SPARQL 1.1 endpoint).")
+            # No endpoint given: our own server, a kg container holding the bundled graph.
+            from agentunit_gym.backends.sparql.container import ContainerSPARQL
+
+            return ContainerSPARQL()
         from agentunit_gym.backends.sparql.http import HTTPSPARQL
 
         return HTTPSPARQL(endpoint)

@@ -77,8 +77,9 @@ class KGEnv(AgentEnv[KGTask]):
     Args:
         backend: ``"auto"`` (``sparql`` when ``endpoint`` is given, else ``embedded``),
             ``"embedded"`` (pyoxigraph in process, the bundled graph) or ``"sparql"``.
-        endpoint: a SPARQL 1.1 query URL for ``sparql``: our ``kg`` image, or any store
-            holding the bundled graph, or a Freebase server for AgentBench's own items.
+        endpoint: a SPARQL 1.1 query URL for ``sparql``: any store holding the bundled
+            graph, or a Freebase server for AgentBench's own items. ``sparql`` without an
+            endpoint starts a ``kg`` container (Docker) and removes it on ``close()``.
         graph: ``"bundled"`` or ``"freebase"``: which tasks run, and whether relations and
             attributes come from the bundled schema or from the store. None: ``freebase``
             when every task is (AgentBench's items), else ``bundled``.
