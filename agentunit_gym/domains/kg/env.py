@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -46,6 +47,9 @@ _ACTION_LINE = re.compile(r"Action.*?:")
 _FUNCTION = re.compile(r"\b(\w{1,64})\(")
 r"""AgentBench's ``(\w+)\(``, anchored at a word start and with bounded names so a long word
 cannot make the search quadratic (a 1 MB argument took minutes)."""
+
+ENDPOINT_ENV = "AGENTUNIT_KG_ENDPOINT"
+"""Environment variable read when no ``endpoint`` is given (lets ``agentunit-gym eval`` reach a Freebase server)."""
 
 NO_ACTION_TEXT = "No executable function found! Need to recheck the action."
 NOT_EXECUTED_TEXT = "Function is not executed!"
@@ -79,7 +83,8 @@ class KGEnv(AgentEnv[KGTask]):
             ``"embedded"`` (pyoxigraph in process, the bundled graph) or ``"sparql"``.
         endpoint: a SPARQL 1.1 query URL for ``sparql``: any store holding the bundled
             graph, or a Freebase server for AgentBench's own items. ``sparql`` without an
-            endpoint starts a ``kg`` container (Docker) and removes it on ``close()``.
+            endpoint starts a ``kg`` container (Docker) and removes it on ``close()``. None
+            reads ``$AGENTUNIT_KG_ENDPOINT``.
         graph: ``"bundled"`` or ``"freebase"``: which tasks run, and whether relations and
             attributes come from the bundled schema or from the store. None: ``freebase``
             when every task is (AgentBench's items), else ``bundled``.
@@ -153,6 +158,7 @@ class KGEnv(AgentEnv[KGTask]):
             from agentunit_gym.backends.sparql.factory import open_sparql_backend
             from agentunit_gym.domains.kg.store import bundled_store
 
+            endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
             self._store = open_sparql_backend(backend, endpoint=endpoint, store=bundled_store)
             self._owns_backend = True
         log.debug("KG env on the %s backend (asked for %r)", self._store.kind, backend)

@@ -90,6 +90,15 @@ def test_oracle_and_wrong_answer_on_a_sparql_endpoint(local_server: OxigraphServ
         _check_suite(http, SUITE[::3])
 
 
+def test_the_endpoint_can_come_from_the_environment(local_server: OxigraphServer,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTUNIT_KG_ENDPOINT", local_server.endpoint)
+    with KGEnv() as env:  # backend auto: an endpoint is set, so sparql
+        assert env.backend_name == "sparql"
+        _, info = env.reset(options={"task_id": "kg-001"})
+        assert info["backend"] == "sparql"
+
+
 @pytest.mark.docker
 def test_oracle_and_wrong_answer_on_the_kg_container() -> None:
     from agentunit_gym.backends.sparql.container import SPARQLContainer
