@@ -183,6 +183,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         return [t for t in self._all_tasks if t.supports(self.backend_name)]
 
     @property
+    def suite(self) -> list[TaskT]:
+        """Every task of the env's suite, whether its backend can run it or not."""
+        return list(self._all_tasks)
+
+    @property
     def task(self) -> TaskT | None:
         """The current episode's task."""
         return self._task

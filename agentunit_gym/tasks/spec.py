@@ -6,6 +6,7 @@ a reference solution, the calls an ideal agent makes, which the oracle agent rep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -82,3 +83,22 @@ class TaskSpec(BaseModel):
 
     def supports(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
+
+
+def left_out_note(suite: Sequence[TaskSpec], backend: str) -> str | None:
+    """A one-line warning when ``backend`` cannot run the whole of ``suite``, else None.
+
+    Example: ``"8 docker-only tasks left out on backend local: start Docker (or pass --backend
+    docker) for the full suite"``. Tasks list the backends they run on; those that do not list
+    ``backend`` are left out of a run on it, which changes what the run's numbers mean.
+    """
+    left = [task for task in suite if not task.supports(backend)]
+    if not left:
+        return None
+    needed = sorted({name for task in left for name in (task.backends or ())})
+    label = "/".join(needed) if needed else "other-backend"
+    hint = ("start Docker (or pass --backend docker)" if needed == ["docker"]
+            else f"use --backend {needed[0]}" if needed else "use another backend")
+    plural = "s" if len(left) != 1 else ""
+    return f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite"
+
