@@ -11,40 +11,44 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentunit_gym.core import registry
 from agentunit_gym.errors import ConfigError
 
 EnvFactory = Callable[[str, dict[str, Any]], gym.Env[str, str]]
 """Makes one env (the standard stack) for an env id and options."""
 
-OS_BACKENDS = ("docker", "local")
-DB_BACKENDS = ("mysql", "sqlite")
-
 
 def full_env_id(env_id: str) -> str:
-    """``OS-v0`` -> ``AgentUnit/OS-v0``; full ids pass through."""
-    return env_id if "/" in env_id else f"AgentUnit/{env_id}"
+    """``OS-v0`` -> ``AgentUnit/OS-v0``; full ids pass through.
+
+    A short id no registered domain declares (an env registered with gymnasium directly)
+    takes the ``AgentUnit/`` namespace.
+    """
+    full = registry.full_env_id(env_id)
+    return full if "/" in full else f"AgentUnit/{full}"
 
 
 def env_domain(env_id: str) -> str | None:
-    from agentunit_gym.envs.registry import ENVS
-
-    for entry in ENVS:
-        if entry.id == env_id:
-            return entry.domain
-    return None
+    """The name of the registered domain that owns ``env_id``, None for an unknown id."""
+    domain = registry.domain_of_env(env_id)
+    return domain.name if domain is not None else None
 
 
 def backend_for(env_id: str, backends: Sequence[str]) -> str:
-    """The backend of ``env_id`` among ``backends``: the one of its kind, else ``auto``.
+    """The backend of ``env_id`` among ``backends``: the one its domain declares, else ``auto``.
+
+    Backend names come from the registered domains' descriptions; a name two domains share
+    (``embedded``) applies to both.
 
     Raises:
-        ConfigError: an unknown backend name, or two backends of one kind.
+        ConfigError: an unknown backend name, or two backends of one domain.
     """
-    known = {"auto", *OS_BACKENDS, *DB_BACKENDS}
+    kinds = {d.name: d.backend_names for d in registry.domains()}
+    known = {"auto", *(name for names in kinds.values() for name in names)}
     for b in backends:
         if b not in known:
-            raise ConfigError(f"unknown backend {b!r}: use auto, {', '.join(OS_BACKENDS + DB_BACKENDS)}.")
-    kind = {"os": OS_BACKENDS, "db": DB_BACKENDS}.get(env_domain(env_id) or "", ())
+            raise ConfigError(f"unknown backend {b!r}: use {', '.join(sorted(known))}.")
+    kind = kinds.get(env_domain(env_id) or "", ())
     mine = [b for b in backends if b in kind]
     if len(mine) > 1:
         raise ConfigError(f"two backends for {env_id}: {mine}; give one.")
@@ -66,5 +70,5 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
     return make_eval_env(env_id, **stack_options)
 
 
-__all__ = ["DB_BACKENDS", "OS_BACKENDS", "EnvFactory", "backend_for", "default_env_factory", "env_domain",
+__all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
            "full_env_id"]
