@@ -10,6 +10,17 @@ from agentunit_gym.eval.routing import full_env_id
 
 VectorMode = Literal["sync", "threads", "async"]
 
+Protocol = Literal["agentunit", "agentbench", "agentbench-fc"]
+"""Evaluation protocols (``--protocol``): ``agentunit`` (feedback and continue on an invalid
+reply, each task's own turn limit, the env's observation caps and tools), ``agentbench``
+(AgentBench's settings: an invalid reply ends the episode, the domain's AgentBench turn
+limit for every task, AgentBench's observation caps, the ReAct prompt with the worked
+example), ``agentbench-fc`` (the same, with AgentBench FC's tool schemas)."""
+
+PROTOCOLS: tuple[str, ...] = ("agentunit", "agentbench", "agentbench-fc")
+
+InvalidAction = Literal["continue", "terminate"]
+
 DEFAULT_VECTOR_MODE: VectorMode = "threads"
 """The lockstep vector env that ``--vector`` names when a lockstep loop is asked for.
 Measured in docs/performance.md ("Evaluator"): copies stepped in a thread pool beat both
@@ -48,6 +59,17 @@ class EvalConfig(BaseModel):
     step for every copy per turn, as an RL-style loop runs."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
+    tasks: tuple[str, ...] = ()
+    """Task files or folders (``--tasks``; native or a domain loader's format, e.g. AgentBench's
+    data), absolute paths. They replace the bundled suite of each domain they hold tasks of."""
+    protocol: Protocol = "agentunit"
+    """The evaluation protocol (see :data:`Protocol`)."""
+    agent_settings: dict[str, Any] = Field(default_factory=dict)
+    """How the agent was reached (``base_url``, ``api_key_env``, ``mode``, ``max_rps``), so a
+    ``--resume`` without those options reaches it the same way. Never the key itself."""
+    invalid_action: InvalidAction = "continue"
+    """An invalid reply: ``continue`` shows feedback and goes on; ``terminate`` ends the
+    episode as IF/IA (AgentBench's behaviour; the ``agentbench`` protocols' default)."""
 
     @field_validator("envs")
     @classmethod
@@ -58,7 +80,8 @@ class EvalConfig(BaseModel):
     def resume_key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
-                                        "trap_rate", "seed", "env_options"})
+                                        "trap_rate", "seed", "env_options", "tasks", "protocol",
+                                        "invalid_action"})
 
 
-__all__ = ["DEFAULT_VECTOR_MODE", "EvalConfig", "VectorMode"]
+__all__ = ["DEFAULT_VECTOR_MODE", "PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]
