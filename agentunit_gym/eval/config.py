@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentunit_gym.eval.routing import full_env_id
+from agentunit_gym.eval.routing import full_env_id, registered_env_ids
 
 VectorMode = Literal["sync", "threads", "async"]
 
@@ -33,8 +33,9 @@ class EvalConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    envs: tuple[str, ...] = ("AgentUnit/OS-v0",)
-    """Env ids (``OS-v0`` is short for ``AgentUnit/OS-v0``)."""
+    envs: tuple[str, ...] = Field(default=(), validate_default=True)
+    """Env ids (a short id, without the ``AgentUnit/`` namespace, works); empty for every
+    registered env."""
     agent: str = "oracle"
     """``oracle``, ``random``, ``openai:<model>`` or ``module:attr``."""
     backends: tuple[str, ...] = ("auto",)
@@ -75,7 +76,7 @@ class EvalConfig(BaseModel):
     @classmethod
     def _full_ids(cls, envs: tuple[str, ...]) -> tuple[str, ...]:
         # One spelling per env, so a resume with ``OS-v0`` matches a run made with ``AgentUnit/OS-v0``.
-        return tuple(full_env_id(e) for e in envs)
+        return tuple(full_env_id(e) for e in envs) if envs else tuple(registered_env_ids())
 
     def resume_key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original (not concurrency or retries)."""

@@ -30,6 +30,11 @@ def full_env_id(env_id: str) -> str:
     return full if "/" in full else f"AgentUnit/{full}"
 
 
+def registered_env_ids() -> list[str]:
+    """Every env id of every registered domain (a run's default)."""
+    return registry.env_ids()
+
+
 def env_domain(env_id: str) -> str | None:
     """The name of the registered domain that owns ``env_id``, None for an unknown id."""
     domain = registry.domain_of_env(env_id)
@@ -128,4 +133,4 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
 
 
 __all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
-           "full_env_id", "protocol_options", "task_domains", "task_options"]
+           "full_env_id", "protocol_options", "registered_env_ids", "task_domains", "task_options"]
