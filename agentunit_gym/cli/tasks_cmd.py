@@ -11,7 +11,7 @@ import yaml
 
 from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.registry import broken_domains, domain_names, domains, find_task, get_domain
-from agentunit_gym.core.task_sources import TaskSource, load_source, load_sources
+from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
 from agentunit_gym.errors import TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.spec import TaskSpec
 
@@ -148,20 +148,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = 0
     for path in paths:
         try:
-            source = load_source(path, args.domain, args.format)
+            sources = load_path(path, args.domain, args.format)
         except TaskFileError as exc:
             failed += 1
             print(f"invalid: {exc}", file=sys.stderr)
             continue
-        result = source.result
-        for problem in result.problems:
-            print(f"invalid: {problem}", file=sys.stderr)
-        if result.problems:
-            failed += 1
-            print(f"{path}: {len(result.tasks)} task(s) valid, {len(result.problems)} problem(s) "
-                  f"[{source.domain.name}, {source.format}]")
-        else:
-            print(f"ok: {path} ({len(result.tasks)} task(s)) [{source.domain.name}, {source.format}]")
+        for source in sources:
+            result = source.result
+            for problem in result.problems:
+                print(f"invalid: {problem}", file=sys.stderr)
+            if result.problems:
+                failed += 1
+                print(f"{path}: {len(result.tasks)} task(s) valid, {len(result.problems)} problem(s) "
+                      f"[{source.domain.name}, {source.format}]")
+            else:
+                print(f"ok: {path} ({len(result.tasks)} task(s)) [{source.domain.name}, {source.format}]")
     return 1 if failed else 0
 
 

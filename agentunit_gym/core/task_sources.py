@@ -31,11 +31,13 @@ class TaskSource:
     """The tasks that converted and one problem per item that did not."""
 
 
-def load_source(path: str | Path, domain: str | None = None, fmt: str | None = None) -> TaskSource:
-    """Read ``path`` with the named domain, or with the registered domain that reads it best.
+def load_path(path: str | Path, domain: str | None = None, fmt: str | None = None) -> list[TaskSource]:
+    """Read ``path`` with every registered domain that recognises it, or with the named one.
 
-    Without a name every domain reads the path: the first whose tasks all convert wins,
-    else the one that converted the most (its problems are the ones worth showing).
+    A foreign format is recognised by its loader's ``detect`` (AgentBench's ``data/`` folder
+    holds the OS and the DB data: both domains read it, each its own part). A path no loader
+    recognises is native: every domain's task model reads it, and the first whose tasks all
+    validate wins, else the one that read the most (its problems are the ones worth showing).
 
     Raises:
         TaskFileError: the path does not exist, or no domain can read anything there.
@@ -48,12 +50,16 @@ def load_source(path: str | Path, domain: str | None = None, fmt: str | None = N
     if domain is not None:
         d = get_domain(domain)
         chosen = fmt or d.detect_format(p)
-        return TaskSource(p, d, chosen, d.load_tasks(p, format=chosen))
+        return [TaskSource(p, d, chosen, d.load_tasks(p, format=chosen))]
+    if fmt is None:
+        detected = [(d, name) for d in domains() if (name := d.detect_format(p)) != "native"]
+        if detected:
+            return [TaskSource(p, d, name, d.load_tasks(p, format=name)) for d, name in detected]
     best: TaskSource | None = None
     error: TaskFileError | None = None
     for d in domains():
+        chosen = fmt or "native"
         try:
-            chosen = fmt or d.detect_format(p)
             result = d.load_tasks(p, format=chosen)
         except TaskFileError as exc:
             error = error or exc
@@ -61,7 +67,7 @@ def load_source(path: str | Path, domain: str | None = None, fmt: str | None = N
         except ConfigError:
             continue  # a format this domain does not read
         if result.tasks and not result.problems:
-            return TaskSource(p, d, chosen, result)
+            return [TaskSource(p, d, chosen, result)]
         if best is None or len(result.tasks) > len(best.result.tasks):
             best = TaskSource(p, d, chosen, result)
     if best is None:
@@ -69,12 +75,12 @@ def load_source(path: str | Path, domain: str | None = None, fmt: str | None = N
     if not best.result.tasks and not best.result.problems:
         raise TaskFileError(str(p), "no task file here (native tasks are .yaml, .yml or .json; AgentBench data "
                                     "is its data/ folder or a .jsonl/.json file of it).")
-    return best
+    return [best]
 
 
 def load_sources(paths: Sequence[str | Path], domain: str | None = None) -> list[TaskSource]:
-    """:func:`load_source` for each path, in order."""
-    return [load_source(p, domain) for p in paths]
+    """:func:`load_path` for each path, in order."""
+    return [source for p in paths for source in load_path(p, domain)]
 
 
 def tasks_by_domain(sources: Sequence[TaskSource]) -> dict[str, list[TaskSpec]]:
@@ -101,4 +107,4 @@ def problems_of(sources: Sequence[TaskSource]) -> list[LoadProblem]:
     return [p for s in sources for p in s.result.problems]
 
 
-__all__ = ["TaskSource", "load_source", "load_sources", "problems_of", "tasks_by_domain"]
+__all__ = ["TaskSource", "load_path", "load_sources", "problems_of", "tasks_by_domain"]
