@@ -217,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentunit_gym.core.task_sources import load_sources, problems_of
+    from agentunit_gym.eval.agents import resolve_agent
     from agentunit_gym.eval.evaluate import RunStopped, evaluate, prepare_run_dir
     from agentunit_gym.eval.records import EpisodeRecord
 
@@ -245,6 +246,10 @@ def run(args: argparse.Namespace) -> int:
         from agentunit_gym.eval.openai_agent import load_price_table
 
         agent_options["prices"] = load_price_table(args.prices)
+    # The agent first (a typo in --agent, a dead endpoint): nothing on screen or disk before it answers.
+    _, agent_factory = resolve_agent(config.agent, base_url=settings.get("base_url"),
+                                     api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
+                                     check_endpoint=args.endpoint_check, **agent_options)
     run_dir = prepare_run_dir(config, output, resume=args.resume)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[last]}"), console=err, transient=False,
@@ -256,10 +261,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total, last=f"{record.task_id} r{record.run}: {mark}")
 
         try:
-            result = evaluate(config, run_dir, resume=args.resume, base_url=settings.get("base_url"),
-                              api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
-                              agent_options=agent_options, progress=progress,
-                              check_endpoint=args.endpoint_check)
+            result = evaluate(config, run_dir, resume=args.resume, agent_factory=agent_factory, progress=progress)
         except KeyboardInterrupt:
             print(f"agentunit-gym: interrupted; the finished episodes are saved in {run_dir}. "
                   f"Continue with: {resume_command(run_dir)}", file=sys.stderr)

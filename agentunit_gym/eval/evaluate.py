@@ -192,15 +192,15 @@ def evaluate(
         EndpointError: the model endpoint does not answer (``check_endpoint``).
         RunStoppedError: most episodes failed for one infrastructure reason; the run stopped early.
     """
+    if agent_factory is None:  # before any folder exists: a wrong agent or a dead endpoint leaves nothing behind
+        label, agent_factory = resolve_agent(config.agent, base_url=base_url, api_key_env=api_key_env,
+                                             check_endpoint=check_endpoint, **(agent_options or {}))
+    else:
+        label = config.agent
     fresh = output is None and not resume
     run_dir = prepare_run_dir(config, output, resume=resume)
     fresh = fresh or not run_dir.exists() or not any(run_dir.iterdir())
     try:
-        if agent_factory is None:
-            label, agent_factory = resolve_agent(config.agent, base_url=base_url, api_key_env=api_key_env,
-                                                 check_endpoint=check_endpoint, **(agent_options or {}))
-        else:
-            label = config.agent
         with lock_run_dir(run_dir):
             outcome = run_episodes(config, agent_factory, label, run_dir, env_factory=env_factory, resume=resume,
                                    progress=progress)
