@@ -76,8 +76,8 @@ def register(subparsers: Any) -> None:
                    help=f"env id: {', '.join(env_ids()) or 'none registered'} (short ids work; repeatable; "
                         "default: every registered env, or the domains --tasks holds tasks of)")
     p.add_argument("--tasks", action="append", dest="tasks", default=None, metavar="PATH",
-                   help="task file or folder instead of the bundled suite: native YAML/JSON task files, or "
-                        "AgentBench's data (its data/ folder, os_interaction/data/dev.json, dbbench/*.jsonl); "
+                   help="task file or folder instead of the bundled suite: native YAML/JSON task files, or a "
+                        "format a domain's loader detects (AgentBench's data/ folder or one of its data files); "
                         "format and domain detected; repeatable (docs/tasks.md)")
     p.add_argument("--agent", default=None,
                    help="oracle | random | openai:<model> | module:attr (imported from the current folder) | "
@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--protocol", choices=PROTOCOLS, default=None,
                    help="agentunit (default) | agentbench: AgentBench's settings at once (an invalid reply ends "
                         "the episode, the domain's AgentBench turn limit, its observation caps, the ReAct prompt) | "
-                        "agentbench-fc: the same with AgentBench FC's tool schemas (bash_action, execute_sql ...)")
+                        "agentbench-fc: the same with AgentBench FC's tool schemas, from each domain's description")
     p.add_argument("--invalid-action", choices=["continue", "terminate"], default=None,
                    help="an invalid reply: continue with feedback (default) or terminate the episode "
                         "(AgentBench; the default under --protocol agentbench)")

@@ -116,8 +116,10 @@ def test_eval_runs_agentbench_data_and_native_files_past_bad_items(agentbench: P
 
 def test_cli_and_eval_name_no_domain() -> None:
     """--tasks and every other option reach domains through the registry only: no string
-    constant in cli/ or eval/ (docstrings aside) is a domain's name or one of its env ids."""
+    constant in cli/ or eval/ (docstrings aside) is a domain's name, title or protocol tool
+    name, or contains one of its env ids."""
     names = {d.name for d in domains()} | {d.title for d in domains()}
+    names |= {a.name for d in domains() for preset in d.protocols.values() for a in preset.tools}
     ids = {e for d in domains() for e in d.env_ids} | {e.split("/", 1)[1] for d in domains() for e in d.env_ids}
     found = []
     for folder in ("cli", "eval"):
@@ -128,6 +130,8 @@ def test_cli_and_eval_name_no_domain() -> None:
                           and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
             for node in ast.walk(tree):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                    if node.value in names or any(i in node.value for i in ids):
+                    words = set(node.value.replace(",", " ").replace("(", " ").split())
+                    if node.value in names or words & (names - {d.name for d in domains()}) or any(
+                            i in node.value for i in ids):
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not found, found
