@@ -62,7 +62,9 @@ class EvalConfig(BaseModel):
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
     tasks: tuple[str, ...] = ()
     """Task files or folders (``--tasks``; native or a domain loader's format, e.g. AgentBench's
-    data), absolute paths. They replace the bundled suite of each domain they hold tasks of."""
+    data), absolute paths. They replace the bundled suite of each domain they hold tasks of;
+    the envs of other domains keep their bundled suites (the CLI sets ``envs`` to the domains
+    the paths hold tasks of when no ``--env`` is given)."""
     protocol: Protocol = "agentunit"
     """The evaluation protocol (see :data:`Protocol`)."""
     agent_settings: dict[str, Any] = Field(default_factory=dict)

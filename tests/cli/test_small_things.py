@@ -46,3 +46,10 @@ def test_readme_vector_env_claim_matches_the_example() -> None:
     claim = re.search(r"examples/rl_bandit\.py\) uses an? `(\w+VectorEnv)`", readme)
     assert claim is not None, "the README says which vector env the example uses"
     assert f"gym.vector.{claim.group(1)}(" in (ROOT / "examples" / "rl_bandit.py").read_text()
+
+
+def test_the_license_pyproject_declares_is_there() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'license\s*=\s*["{].*Apache-2\.0', pyproject)
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0" in text
