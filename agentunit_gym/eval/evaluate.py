@@ -39,6 +39,9 @@ DEFAULT_RESULTS = Path("results")
 
 RunStopped = RunStoppedError
 
+_MADE_HERE: set[Path] = set()
+"""Run folders :func:`default_run_dir` made in this process (removed again if a run is refused)."""
+
 LOCK_FILE = ".lock"
 """Held (``flock``) by the eval writing a run folder; a second eval on the folder is refused."""
 
@@ -66,6 +69,7 @@ def default_run_dir(config: EvalConfig, root: Path = DEFAULT_RESULTS) -> Path:
             candidate.mkdir()
         except FileExistsError:
             continue
+        _MADE_HERE.add(candidate)
         return candidate
     raise ConfigError(f"could not make a new run folder under {root} (1000 runs named {stem}).")
 
@@ -197,15 +201,15 @@ def evaluate(
                                              check_endpoint=check_endpoint, **(agent_options or {}))
     else:
         label = config.agent
-    fresh = output is None and not resume
     run_dir = prepare_run_dir(config, output, resume=resume)
-    fresh = fresh or not run_dir.exists() or not any(run_dir.iterdir())
+    # Ours to remove when the run is refused before its first episode: a folder made for it.
+    fresh = not resume and (run_dir in _MADE_HERE or not run_dir.exists())
     try:
         with lock_run_dir(run_dir):
             outcome = run_episodes(config, agent_factory, label, run_dir, env_factory=env_factory, resume=resume,
                                    progress=progress)
     except Exception:  # an interrupt keeps the folder: its message tells how to resume it
-        if fresh and not resume:
+        if fresh:
             _remove_if_unused(run_dir)
         raise
     summary = summarize(run_dir, seed=config.seed)
