@@ -208,6 +208,11 @@ def evaluate(
         with lock_run_dir(run_dir):
             outcome = run_episodes(config, agent_factory, label, run_dir, env_factory=env_factory, resume=resume,
                                    progress=progress)
+    except RunStoppedError:
+        # The episodes finished before the stop are worth reading: summary and report of them.
+        summarize(run_dir, seed=config.seed)
+        write_report(run_dir)
+        raise
     except Exception:  # an interrupt keeps the folder: its message tells how to resume it
         if fresh:
             _remove_if_unused(run_dir)

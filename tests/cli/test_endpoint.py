@@ -52,6 +52,9 @@ def test_most_episodes_failing_for_one_reason_stop_the_run(tmp_path: Path) -> No
     assert "404" in done.stderr and f"agentunit-gym eval --resume --output {out}" in done.stderr
     records = read_records(out / "episodes.jsonl")
     assert len(records) == 5 and all(r.status == "agent_error" for r in records)
+    # What ran is summarized for reading; the resume runs the rest.
+    assert json.loads((out / "summary.json").read_text())["status"] == {"agent_error": 5}
+    assert (out / "report.html").exists()
 
 
 def test_a_run_whose_episodes_all_errored_exits_non_zero(tmp_path: Path) -> None:
