@@ -41,7 +41,7 @@ from typing import Any, Literal
 from agentunit_gym.core.domain import Prompt
 from agentunit_gym.core.registry import domain_names, get_domain
 from agentunit_gym.core.trace import AgentReply, Usage
-from agentunit_gym.errors import AgentContextLimitError, AgentUnitError, ConfigError
+from agentunit_gym.errors import AgentContextLimitError, AgentUnitError, ConfigError, EndpointError
 from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -285,7 +285,8 @@ class OpenAIChatAgent:
         """Start a new conversation for the task in ``info``."""
         self._tools = list(info.get("tools") or [])
         self._messages = [{"role": "system", "content": system_prompt(info, self.config.mode)}]
-        self._messages += example_turns(info, self.config.mode)
+        if not info.get("protocol_tools"):  # the worked example uses the env's own tool names
+            self._messages += example_turns(info, self.config.mode)
         self._pending_tool_call = None
 
     async def act(self, observation: str, info: dict[str, Any]) -> str:
@@ -397,7 +398,45 @@ class OpenAIChatAgent:
             delay = min(delay * 2, 30.0)
         raise ModelAPIError(
             f"{url} failed after {self.config.max_retries + 1} attempts within {self.config.turn_deadline_s:g} s "
-            f"(last: {last_error}). Is the server up? Raise --request retries or the deadline if it is just slow."
+            f"(last: {last_error}). Is the server up at --base-url? If it is just slow, lower --concurrency or "
+            "set --max-rps."
+        )
+
+
+ENDPOINT_CHECK_TIMEOUT_S = 10.0
+"""Deadline of the one request :func:`check_openai_endpoint` sends."""
+
+
+def check_openai_endpoint(config: OpenAIConfig, timeout_s: float = ENDPOINT_CHECK_TIMEOUT_S) -> None:
+    """Send one cheap request (``GET <base_url>/models``) and fail when the endpoint does not work.
+
+    Any HTTP answer proves the server is there (a server without ``/models`` answers 404 or
+    405, which is fine); a refused connection, an unknown host, a timeout, or a 401/403
+    (the key is refused) is an error naming the URL. Called once before the first episode,
+    so a run against a dead endpoint stops in seconds instead of recording every episode as
+    an error.
+
+    Raises:
+        EndpointError: the endpoint does not answer, or refuses the key.
+    """
+    url = config.base_url.rstrip("/") + "/models"
+    headers: dict[str, str] = {}
+    key = config.api_key()
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        status, body, _ = _post(request, timeout_s)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise EndpointError(
+            f"the model endpoint {config.base_url} does not answer ({type(exc).__name__}: {reason}). "
+            "Start the server, or fix --base-url (it ends in /v1 for most servers)."
+        ) from exc
+    if status in (401, 403):
+        raise EndpointError(
+            f"the model endpoint {config.base_url} refused the key (HTTP {status}: {body[:200]}). "
+            f"Check ${config.api_key_env}, or name another variable with --api-key-env."
         )
 
 
@@ -418,8 +457,8 @@ def _http_pool() -> ThreadPoolExecutor:
 
 
 def _post(request: urllib.request.Request, timeout: float) -> tuple[int, str, float | None]:
-    """One blocking POST: ``(status, body, Retry-After seconds or None)``; an HTTP error status is
-    returned, a connection failure raises."""
+    """One blocking request (a POST, or the endpoint check's GET): ``(status, body, Retry-After
+    seconds or None)``; an HTTP error status is returned, a connection failure raises."""
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
             return int(resp.status), resp.read().decode("utf-8"), None
