@@ -20,6 +20,7 @@ class EnvEntry:
 ENVS: tuple[EnvEntry, ...] = (
     EnvEntry("AgentUnit/OS-v0", "agentunit_gym.envs.os_env:OSEnv", "os"),
     EnvEntry("AgentUnit/DB-v0", "agentunit_gym.envs.db_env:DBEnv", "db"),
+    EnvEntry("AgentUnit/WebShop-v0", "agentunit_gym.domains.webshop.env:WebShopEnv", "webshop"),
 )
 
 

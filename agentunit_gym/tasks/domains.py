@@ -15,6 +15,7 @@ from agentunit_gym.tasks.spec import TaskSpec
 TASK_MODELS: dict[str, str] = {
     "os": "agentunit_gym.tasks.os_spec:OSTask",
     "db": "agentunit_gym.tasks.db_spec:DBTask",
+    "webshop": "agentunit_gym.domains.webshop.spec:WebShopTask",
 }
 """Domain -> ``module:Class`` of its task model."""
 
