@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from agentunit_gym.backends.shop.taxonomy import TYPES, ProductType
 from agentunit_gym.domains.webshop.spec import WebShopTask
 
 PRICE_STEPS = [10.0 * i for i in range(1, 100)]
+_ARTICLE = re.compile(r"\ba ([a-z0-9])")
 _BY_QUERY = {t.query: t for t in TYPES}
 
 _TEMPLATES = (
@@ -37,6 +39,10 @@ _TEMPLATES = (
     "i want to buy {article} {kind} which is {attrs}{opts}, and price lower than {price} dollars",
     "i'm shopping for {article} {attrs} {kind}{opts} under {price} dollars",
     "get me {article} {kind}, {attrs}{opts}, and price lower than {price} dollars",
+    "looking for {article} {attrs} {kind}{opts}, priced lower than {price} dollars",
+    "please find {article} {kind} for me: {attrs}{opts}; it must cost less than {price} dollars",
+    "buy {article} {attrs} {kind}{opts}, price lower than {price} dollars",
+    "my budget is {price} dollars; i need {article} {kind} that is {attrs}{opts}",
 )
 
 
@@ -78,8 +84,8 @@ def make_goal(rng: random.Random, product: Product, number: int, catalog_ref: st
     price = price_limit(rng, product.price)
     opts = "".join(", " + _option_phrase(n, v) for n, v in options.items())
     template = rng.choice(_TEMPLATES)
-    text = template.format(article="an" if kind_name[0] in "aeiou" else "a", attrs=_join(attributes),
-                           kind=kind_name, opts=opts, price=f"{price:.2f}")
+    text = template.format(article="a", attrs=_join(attributes), kind=kind_name, opts=opts, price=f"{price:.2f}")
+    text = _ARTICLE.sub(lambda m: ("an " if m.group(1) in "aeiou" else "a ") + m.group(1), text)
     return {
         "id": f"webshop-{number:04d}",
         "instruction": text,
