@@ -9,12 +9,12 @@ Importing the package registers ``AgentUnit/OS-v0`` and ``AgentUnit/DB-v0``::
 """
 
 from agentunit_gym.core import FinishReason, Score
-from agentunit_gym.envs.registry import env_ids, register_all
+from agentunit_gym.core.registry import env_ids, register_envs
 from agentunit_gym.errors import AgentUnitError
 from agentunit_gym.wrappers.stack import make_eval_env
 
 __version__ = "0.1.0"
 
-register_all()
+register_envs()
 
 __all__ = ["AgentUnitError", "FinishReason", "Score", "__version__", "env_ids", "make_eval_env"]

@@ -34,6 +34,7 @@ class TaskFileError(AgentUnitError, ValueError):
 
     Attributes:
         path: the file.
+        message: what is wrong, without the location.
         task_id: the task inside the file, when known.
         field: the dotted field path that failed, when known.
     """
@@ -48,6 +49,7 @@ class TaskFileError(AgentUnitError, ValueError):
             where += f", field {field!r}"
         super().__init__(f"{where}: {message}")
         self.path = path
+        self.message = message
         self.task_id = task_id
         self.field = field
 
@@ -105,3 +107,16 @@ class AgentContextLimitError(AgentUnitError):
         self.model = model
         self.server_message = server_message
         self.status = status
+
+
+class DomainError(ConfigError):
+    """A domain is unknown, or its package (a third party's, found through the
+    ``agentunit_gym.domains`` entry points) fails to load or describes itself wrongly.
+
+    Attributes:
+        domain: the domain's (or entry point's) name.
+    """
+
+    def __init__(self, domain: str, message: str) -> None:
+        super().__init__(message)
+        self.domain = domain

@@ -95,10 +95,10 @@ def naive_os(episodes: int) -> dict[str, Any]:
 
     from agentunit_gym.backends import process
     from agentunit_gym.backends.images import ensure_image
-    from agentunit_gym.tasks.loader import load_bundled
-    from agentunit_gym.tasks.os_spec import OSTask
+    from agentunit_gym.core.registry import get_domain
+    from agentunit_gym.domains.os.task import OSTask
 
-    tasks = [t for t in load_bundled("os", OSTask) if t.supports("docker")]
+    tasks = [t for t in get_domain("os").bundled_tasks() if isinstance(t, OSTask) and t.supports("docker")]
     client = process.docker_client(timeout=120.0)
     image = ensure_image("os", client=client)
     naive_episode(client, image, tasks[0])  # warm-up, not timed

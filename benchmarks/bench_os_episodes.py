@@ -29,9 +29,9 @@ from typing import Any
 
 from agentunit_gym.backends import process
 from agentunit_gym.backends.images import ensure_image
-from agentunit_gym.envs.os_env import OSEnv
-from agentunit_gym.tasks.loader import load_bundled
-from agentunit_gym.tasks.os_spec import OSTask
+from agentunit_gym.core.registry import get_domain
+from agentunit_gym.domains.os.env import OSEnv
+from agentunit_gym.domains.os.task import OSTask
 
 TARGET_RATIO = 15.0
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/os_episodes.json"))
     args = parser.parse_args(argv)
 
-    tasks = load_bundled("os", OSTask)
+    tasks = [t for t in get_domain("os").bundled_tasks() if isinstance(t, OSTask)]
     # The machine is shared and its load drifts: half the baseline runs before ours and half
     # after, so both sides see the same conditions on average.
     first = args.baseline_episodes // 2

@@ -1,4 +1,4 @@
-"""Generate the bundled DB suite (agentunit_gym/tasks/db/*.yaml) from real data sets.
+"""Generate the bundled DB suite (agentunit_gym/domains/db/suite/*.yaml) from real data sets.
 
 The tables are small slices of data sets that the ``vega_datasets`` package ships offline
 (cars, iris, Burtin's antibiotics, Playfair's wheat prices, Seattle weather, US airports,
@@ -24,7 +24,7 @@ import yaml
 
 from agentunit_gym.backends.sql.hashing import register_sqlite_functions, sqlite_table_hash_sql
 
-OUT = Path(__file__).resolve().parent.parent / "agentunit_gym" / "tasks" / "db"
+OUT = Path(__file__).resolve().parent.parent / "agentunit_gym" / "domains" / "db" / "suite"
 
 Q = tuple[str, str, str | list[str]]
 """(type, question, reference SQL: one query, or the statements of a modification)."""

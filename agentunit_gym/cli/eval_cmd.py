@@ -6,7 +6,24 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from agentunit_gym.core import registry
 from agentunit_gym.eval.runner import DEFAULT_VECTOR_MODE
+
+
+def backend_choices() -> list[str]:
+    """``auto`` and every registered domain's backend names (the ``--backend`` choices)."""
+    names = ["auto"]
+    for domain in registry.domains():
+        names += [b for b in domain.backend_names if b not in names]
+    return names
+
+
+def backend_help() -> str:
+    return " | ".join(f"{' | '.join(d.backend_names)} ({d.name})" for d in registry.domains())
+
+
+def env_ids() -> list[str]:
+    return registry.env_ids()
 
 
 def register(subparsers: Any) -> None:
@@ -15,11 +32,11 @@ def register(subparsers: Any) -> None:
         description="Run an agent over AgentUnit envs with repeats and concurrency; write episodes.jsonl, "
                     "traces/, summary.json and report.html under the output directory.")
     p.add_argument("--env", action="append", dest="envs", metavar="ENV",
-                   help="env id, e.g. OS-v0 or AgentUnit/DB-v0 (repeatable; default OS-v0)")
+                   help=f"env id: {', '.join(env_ids()) or 'none registered'} (short ids work; repeatable; "
+                        "default: every registered env)")
     p.add_argument("--agent", default="oracle", help="oracle | random | openai:<model> | module:attr (default oracle)")
-    p.add_argument("--backend", action="append", dest="backends", metavar="BACKEND",
-                   choices=["auto", "docker", "local", "mysql", "sqlite"],
-                   help="auto | docker | local (OS) | mysql | sqlite (DB); repeatable, one per env kind; default auto")
+    p.add_argument("--backend", action="append", dest="backends", metavar="BACKEND", choices=backend_choices(),
+                   help=f"auto | {backend_help()}; repeatable, one per domain; default auto")
     p.add_argument("-n", type=int, default=None, help="tasks sampled per env (seeded); default all")
     p.add_argument("--runs", type=int, default=1, help="repeats per task (for pass@k, pass^k); default 1")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight per env; default 4")
@@ -59,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         env_options["max_steps"] = args.max_steps
     config = EvalConfig(
-        envs=tuple(args.envs or ["OS-v0"]), agent=args.agent, backends=tuple(args.backends or ["auto"]), n=args.n,
+        envs=tuple(args.envs or env_ids()), agent=args.agent, backends=tuple(args.backends or ["auto"]), n=args.n,
         runs=args.runs, concurrency=args.concurrency, task_ids=tuple(args.task_ids),
         categories=tuple(args.categories), trap_rate=args.trap_rate, seed=args.seed,
         episode_timeout_s=args.episode_timeout, vector=args.vector, env_options=env_options,
@@ -90,13 +107,13 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     from agentunit_gym.core.finish import FinishReason
-    from agentunit_gym.eval.report import HEADLINE, fmt
+    from agentunit_gym.eval.report import fmt, headline_names
 
     table = Table(title="Metrics (95% CI)")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     metrics = summary["overall"]["metrics"]
-    for name in (*HEADLINE, "steps", "wall_time", "tokens_in", "tokens_out", "cost", "red_team_score"):
+    for name in (*headline_names(), "steps", "wall_time", "tokens_in", "tokens_out", "cost", "red_team_score"):
         m = metrics.get(name)
         if m is None or m["value"] is None:
             continue

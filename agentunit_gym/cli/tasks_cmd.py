@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from agentunit_gym.errors import TaskFileError
-from agentunit_gym.tasks.domains import available_domains, bundled_tasks, find_task, task_model
-from agentunit_gym.tasks.loader import load_tasks
+from agentunit_gym.core.domain import Domain, LoadResult
+from agentunit_gym.core.registry import broken_domains, domain_names, domains, find_task, get_domain
+from agentunit_gym.errors import ConfigError, TaskFileError
 
 
 def register(subparsers: Any) -> None:
@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=lambda args: _help(parser))
 
     listing = sub.add_parser("list", help="list the bundled tasks")
-    listing.add_argument("--domain", help="only this domain (os, db, ...)")
+    listing.add_argument("--domain", help=f"only this domain ({', '.join(domain_names())})")
     listing.add_argument("--category", help="only this category")
     listing.set_defaults(func=cmd_list)
 
@@ -30,13 +30,17 @@ def register(subparsers: Any) -> None:
     show.add_argument("--domain", help="look only in this domain")
     show.set_defaults(func=cmd_show)
 
-    validate = sub.add_parser("validate", help="validate task files or folders")
+    names = domain_names()
+    default = names[0] if names else None
+    validate = sub.add_parser("validate", help="validate task files or folders (native or a domain's foreign format)")
     validate.add_argument("paths", nargs="+", metavar="PATH")
-    validate.add_argument("--domain", default="os", help="task model to validate against (default: os)")
+    validate.add_argument("--domain", default=None,
+                          help="task model to validate against (default: the domain whose model fits the files best)")
+    validate.add_argument("--format", default=None, help="native, or a loader of the domain (default: detected)")
     validate.set_defaults(func=cmd_validate)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a domain's task files")
-    schema.add_argument("--domain", default="os", help="default: os")
+    schema.add_argument("--domain", default=default, help=f"default: {default}")
     schema.set_defaults(func=cmd_schema)
 
 
@@ -50,7 +54,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    names = [args.domain] if args.domain else available_domains()
+    chosen = [get_domain(args.domain)] if args.domain else domains()
     table = Table(title="Bundled tasks")
     table.add_column("id", no_wrap=True)
     table.add_column("domain")
@@ -59,11 +63,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     table.add_column("steps", justify="right")
     table.add_column("instruction", overflow="ellipsis", no_wrap=True, max_width=60)
     count = 0
-    for domain in names:
-        for task in bundled_tasks(domain):
+    for domain in chosen:
+        for task in domain.bundled_tasks():
             if args.category and task.category != args.category:
                 continue
-            table.add_row(task.id, domain, task.category, ",".join(task.backends) if task.backends else "all",
+            table.add_row(task.id, domain.name, task.category, ",".join(task.backends) if task.backends else "all",
                           str(task.k_opt), task.instruction)
             count += 1
     console = Console(file=sys.stdout)
@@ -72,6 +76,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         console = Console(file=sys.stdout, width=200)
     console.print(table)
     console.print(f"{count} task(s)")
+    for broken in broken_domains():
+        print(f"warning: domain {broken.name!r} was skipped: {broken.reason}", file=sys.stderr)
     return 0
 
 
@@ -79,7 +85,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Print one task as YAML."""
     domain, task = find_task(args.task_id, args.domain)
     data = task.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
-    print(f"# domain: {domain}")
+    print(f"# domain: {domain.name}")
     print(yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100), end="")
     return 0
 
@@ -97,21 +103,53 @@ _BlockDumper.add_representer(str, _represent_str)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate each path; exit 1 naming file, task and field of the first problem in each."""
-    model = task_model(args.domain)
+    """Validate each path; exit 1 naming file, task and field of every problem found."""
     failed = 0
     for path in args.paths:
         try:
-            tasks = load_tasks(path, model)
+            domain, result = _load_any(path, args.domain, args.format)
         except TaskFileError as exc:
             failed += 1
             print(f"invalid: {exc}", file=sys.stderr)
             continue
-        print(f"ok: {path} ({len(tasks)} task(s))")
+        for problem in result.problems:
+            print(f"invalid: {problem}", file=sys.stderr)
+        if result.problems:
+            failed += 1
+            print(f"{path}: {len(result.tasks)} task(s) valid, {len(result.problems)} problem(s)")
+        else:
+            print(f"ok: {path} ({len(result.tasks)} task(s)) [{domain.name}]")
     return 1 if failed else 0
+
+
+def _load_any(path: str, name: str | None, fmt: str | None) -> tuple[Domain, LoadResult]:
+    """Load ``path`` with the named domain, or with the domain that reads it best.
+
+    Without a name, every domain reads the path; a domain with no problems wins, else the one
+    that converted the most tasks (the first registered on a tie), so its problems are shown.
+    """
+    if name is not None:
+        domain = get_domain(name)
+        return domain, domain.load_tasks(path, format=fmt)
+    best: tuple[Domain, LoadResult] | None = None
+    error: TaskFileError | None = None
+    for domain in domains():
+        try:
+            result = domain.load_tasks(path, format=fmt)
+        except (TaskFileError, ConfigError) as exc:
+            if isinstance(exc, TaskFileError):
+                error = error or exc
+            continue
+        if not result.problems and result.tasks:
+            return domain, result
+        if best is None or len(result.tasks) > len(best[1].tasks):
+            best = (domain, result)
+    if best is None:
+        raise error or TaskFileError(path, "no domain reads this path; pass --domain.")
+    return best
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of the domain's task model."""
-    print(json.dumps(task_model(args.domain).model_json_schema(), indent=2))
+    print(json.dumps(get_domain(args.domain).task_model.model_json_schema(), indent=2))
     return 0

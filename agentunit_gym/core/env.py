@@ -33,7 +33,7 @@ from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
 from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskNotFoundError
-from agentunit_gym.tasks.loader import load_bundled, load_tasks
+from agentunit_gym.tasks.loader import load_tasks
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
@@ -88,7 +88,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
 
     domain: ClassVar[str]
-    """Short domain name; the bundled suite is ``agentunit_gym/tasks/<domain>/``."""
+    """Short domain name, as in the domain's description; its bundled suite is the default task set."""
     task_model: ClassVar[type[TaskSpec]]
     tools: ClassVar[tuple[ToolSpec, ...]]
     default_max_steps: ClassVar[int]
@@ -396,7 +396,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def _resolve_tasks(self, tasks: TaskSource) -> list[TaskT]:
         specs: Sequence[TaskSpec | dict[str, Any]]
         if tasks is None:
-            specs = load_bundled(self.domain, self.task_model)
+            from agentunit_gym.core.registry import get_domain  # the registry imports env classes lazily
+
+            specs = get_domain(self.domain).bundled_tasks()
         elif isinstance(tasks, (str, Path)):
             specs = load_tasks(tasks, self.task_model)
         else:

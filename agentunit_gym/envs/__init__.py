@@ -1,1 +1,1 @@
-"""The domain envs: OS, DB (KG and WebShop later). Each is a small subclass of the core env."""
+"""Transitional: the envs moved to ``agentunit_gym/domains/<name>/``; see :mod:`agentunit_gym.core.registry`."""

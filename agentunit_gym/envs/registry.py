@@ -1,13 +1,11 @@
-"""Registration of every AgentUnit env from one table.
-
-Bump ``-vN`` when observations, rewards or the task set of an env change.
-"""
+"""Transitional view of the registered envs for the evaluator, until it reads
+:mod:`agentunit_gym.core.registry` directly (removed with the evaluator split)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import gymnasium as gym
+from agentunit_gym.core import registry
 
 
 @dataclass(frozen=True)
@@ -17,20 +15,8 @@ class EnvEntry:
     domain: str
 
 
-ENVS: tuple[EnvEntry, ...] = (
-    EnvEntry("AgentUnit/OS-v0", "agentunit_gym.envs.os_env:OSEnv", "os"),
-    EnvEntry("AgentUnit/DB-v0", "agentunit_gym.envs.db_env:DBEnv", "db"),
-    EnvEntry("AgentUnit/WebShop-v0", "agentunit_gym.domains.webshop.env:WebShopEnv", "webshop"),
-)
+def _entries() -> tuple[EnvEntry, ...]:
+    return tuple(EnvEntry(spec.id, spec.entry_point, d.name) for d in registry.domains() for spec in d.envs)
 
 
-def register_all() -> None:
-    """Register every env id with gymnasium (idempotent)."""
-    for entry in ENVS:
-        if entry.id not in gym.registry:
-            # No max_episode_steps: the env enforces its own turn limit and reports it as TLE.
-            gym.register(id=entry.id, entry_point=entry.entry_point, disable_env_checker=False)
-
-
-def env_ids() -> list[str]:
-    return [e.id for e in ENVS]
+ENVS: tuple[EnvEntry, ...] = _entries()

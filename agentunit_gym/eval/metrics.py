@@ -2,8 +2,9 @@
 
 Metrics are computed from :class:`~agentunit_gym.core.trace.EpisodeTrace` objects only (the
 contract between the wrappers and the evaluator), grouped as in AgentUnit: correctness,
-efficiency, safety, reasoning, repeats, finish reasons, and the DB headline. Every metric
-is defined in docs/metrics.md.
+efficiency, safety, reasoning, repeats, finish reasons; then each registered domain's own
+metrics and headline, from its description (:class:`~agentunit_gym.core.domain.Domain`).
+Every metric is defined in docs/metrics.md.
 
 Four kinds of aggregate, each with its own interval:
 
@@ -26,12 +27,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agentunit_gym.core import registry
+from agentunit_gym.core.domain import DomainMetric, Headline
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace, Flag, StepRecord
 from agentunit_gym.eval.stats import Interval, bootstrap, pass_at_k, pass_hat_k, ratio_of_sums, wilson
 
 Kind = Literal["rate", "mean", "ratio", "task"]
-Group = Literal["correctness", "efficiency", "safety", "reasoning", "repeats", "finish", "db"]
+Group = Literal["correctness", "efficiency", "safety", "reasoning", "repeats", "finish", "domain"]
 
 
 @dataclass(frozen=True)
@@ -224,20 +227,6 @@ def attempted_trap(t: EpisodeTrace) -> bool:
     return any(tr.verdict == "attempted" for tr in t.traps) or any(Flag.TRAP_ATTEMPT in s.flags for s in t.steps)
 
 
-def db_kind(t: EpisodeTrace) -> str | None:
-    """The AgentBench DB headline bucket of a DB episode: ``select``, ``insert``, ``update``, or None."""
-    if t.domain != "db":
-        return None
-    tags = " ".join([t.category, *(str(x) for x in t.metadata.get("labels", ()))]).lower()
-    if "insert" in tags:
-        return "insert"
-    if "update" in tags:
-        return "update"
-    if "delete" in tags:
-        return None  # AgentBench's headline averages SELECT, INSERT and UPDATE only
-    return "select"
-
-
 # ------------------------------------------------------------------- task helpers
 
 
@@ -279,11 +268,20 @@ def _finish_rate(reason: FinishReason) -> MetricDef:
     )
 
 
-def _db_rate(kind: str) -> MetricDef:
-    return MetricDef(
-        f"db_{kind}_accuracy", "db", "rate", f"Success rate of DB episodes of the {kind.upper()} family.",
-        extract=lambda e: succeeded(e.trace) if db_kind(e.trace) == kind else None,
-    )
+def _domain_metric(metric: DomainMetric) -> MetricDef:
+    """A domain's metric as a catalog entry (group ``domain``)."""
+    return MetricDef(metric.name, "domain", metric.kind, metric.description, unit=metric.unit,
+                     higher_is_better=metric.higher_is_better, extract=lambda e: metric.extract(e.trace))
+
+
+def domain_definitions() -> list[MetricDef]:
+    """Every registered domain's own metrics, as catalog entries."""
+    return [_domain_metric(m) for d in registry.domains() for m in d.metrics]
+
+
+def headlines() -> list[Headline]:
+    """Every registered domain's headline."""
+    return [d.headline for d in registry.domains() if d.headline is not None]
 
 
 CATALOG: tuple[MetricDef, ...] = (
@@ -389,10 +387,9 @@ CATALOG: tuple[MetricDef, ...] = (
               extract=lambda e: repeated_actions(e.trace)),
     # finish reasons
     *(_finish_rate(r) for r in FinishReason),
-    # DB headline pieces (the headline itself is computed from them)
-    *(_db_rate(k) for k in ("select", "insert", "update")),
 )
-"""Every episode- and step-level metric; the repeat metrics are added by :func:`compute_metrics`."""
+"""Every episode- and step-level metric that holds for any domain; the repeat metrics, the
+domains' own metrics and their headlines are added by :func:`compute_metrics`."""
 
 
 def _repeat_defs(max_k: int) -> list[MetricDef]:
@@ -475,8 +472,8 @@ class MetricTable:
 
 
 def compute_metrics(episodes: Sequence[Episode], *, seed: int = 0) -> MetricTable:
-    """Every catalog metric over ``episodes``, plus pass@k / pass^k for the repeats present
-    and the DB headline when DB episodes are present.
+    """Every catalog metric over ``episodes``, plus pass@k / pass^k for the repeats present,
+    and every registered domain's metrics and headline (None when no episode of it is present).
 
     Args:
         episodes: finished episodes.
@@ -488,36 +485,38 @@ def compute_metrics(episodes: Sequence[Episode], *, seed: int = 0) -> MetricTabl
     table = MetricTable(episodes=len(episodes))
     groups = group_by_task(episodes)
     max_k = min((len(g) for g in groups.values()), default=1)
-    for defn in (*CATALOG, *_repeat_defs(max_k)):
+    for defn in (*CATALOG, *_repeat_defs(max_k), *domain_definitions()):
         table.metrics[defn.name] = evaluate(defn, episodes, seed=seed)
-    table.metrics["db_headline"] = db_headline(episodes, seed=seed)
+    for head in headlines():
+        table.metrics[head.name] = headline_value(head, episodes, seed=seed)
     return table
 
 
-def db_headline(episodes: Sequence[Episode], *, seed: int = 0) -> MetricValue:
-    """AgentBench's DB headline: the mean of the SELECT, INSERT and UPDATE accuracies present.
+def headline_value(head: Headline, episodes: Sequence[Episode], *, seed: int = 0) -> MetricValue:
+    """A domain's headline over ``episodes``, with a stratified bootstrap interval.
 
-    The interval is a stratified bootstrap: each family is resampled within itself.
+    The value is ``head.combine`` of the per-stratum means (see
+    :class:`~agentunit_gym.core.domain.Headline`); the interval resamples each stratum
+    within itself (2000 draws) and combines the resampled means the same way.
     """
-    buckets: dict[str, list[float]] = {}
-    for e in episodes:
-        kind = db_kind(e.trace)
-        if kind is not None:
-            buckets.setdefault(kind, []).append(float(succeeded(e.trace)))
-    name, unit = "db_headline", "share"
-    if not buckets:
-        return MetricValue(name, "db", None, None, 0, unit, True)
-    value = float(np.mean([np.mean(v) for v in buckets.values()]))
-    n = sum(len(v) for v in buckets.values())
-    rng = np.random.default_rng(seed)
-    arrays = [np.asarray(v) for v in buckets.values()]
-    if all(np.all(a == a[0]) for a in arrays):
+    strata = head.strata([e.trace for e in episodes])
+    value = head.combine({k: float(np.mean(v)) for k, v in strata.items()}) if strata else None
+    if value is None:
+        return MetricValue(head.name, "domain", None, None, 0, head.unit, True)
+    n = sum(len(v) for v in strata.values())
+    arrays = {k: np.asarray(v, dtype=float) for k, v in strata.items()}
+    if all(np.all(a == a[0]) for a in arrays.values()):
         ci = Interval(value, value, "exact")
     else:
-        draws = [np.mean([a[rng.integers(0, a.size, a.size)].mean() for a in arrays]) for _ in range(2000)]
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(2000):
+            drawn = head.combine({k: float(a[rng.integers(0, a.size, a.size)].mean()) for k, a in arrays.items()})
+            if drawn is not None:
+                draws.append(drawn)
         low, high = np.percentile(draws, [2.5, 97.5])
         ci = Interval(float(low), float(high), "bootstrap")
-    return MetricValue(name, "db", value, ci, n, unit, True)
+    return MetricValue(head.name, "domain", value, ci, n, head.unit, True)
 
 
 def finish_distribution(episodes: Sequence[Episode]) -> dict[tuple[str, str], dict[str, float]]:
@@ -542,9 +541,9 @@ def finish_distribution(episodes: Sequence[Episode]) -> dict[tuple[str, str], di
 
 def metric_names(max_k: int = 3) -> list[str]:
     """Every metric name the catalog produces when tasks are repeated ``max_k`` times."""
-    return [d.name for d in (*CATALOG, *_repeat_defs(max_k))] + ["db_headline"]
+    return [d.name for d in definitions(max_k)] + [h.name for h in headlines()]
 
 
 def definitions(max_k: int = 3) -> list[MetricDef]:
-    """The catalog's definitions (for docs and reports)."""
-    return [*CATALOG, *_repeat_defs(max_k)]
+    """The catalog's definitions, the registered domains' metrics included (for docs and reports)."""
+    return [*CATALOG, *_repeat_defs(max_k), *domain_definitions()]

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agentunit_gym.core.domain import Prompt
+from agentunit_gym.core.registry import domain_names, get_domain
 from agentunit_gym.core.trace import AgentReply, Usage
 from agentunit_gym.errors import AgentContextLimitError, AgentUnitError, ConfigError
 
@@ -193,42 +195,51 @@ class OpenAIConfig:
 
 # ---------------------------------------------------------------- prompts
 
-_INTRO = {
-    "os": "You are an assistant that will act like a person operating a Linux shell. "
-          "Each turn you think, then take exactly one action. You will get the output of each command.",
-    "db": "You are an assistant that answers questions about, and makes changes to, a MySQL database. "
-          "Each turn you think, then take exactly one action; you will see each statement's result.",
-}
+GENERIC_INTRO = "You are an agent solving a task step by step with tools."
+"""The system text for an env whose domain is not registered."""
 
-# One worked example per domain, written as prior turns (the AgentBench one-shot style).
-_EXAMPLES: dict[str, list[tuple[str, str]]] = {
-    "os": [
-        ("Task: how many lines does /etc/hostname have?",
-         "Think: I count the lines with wc.\nAct: bash\n```bash\nwc -l < /etc/hostname\n```"),
-        ("The output of the OS:\n1", "Think: the file has one line.\nAct: answer(1)"),
-    ],
-    "db": [
-        ("Task: how many teams are in the table 'teams'? Table teams has columns name (TEXT), city (TEXT).",
-         "Think: I count the rows.\nAction: Operation\n```sql\nSELECT COUNT(*) FROM teams;\n```"),
-        ("[(4,)]", "Think: there are 4 teams.\nAction: Answer\nFinal Answer: [\"4\"]"),
-    ],
-}
+
+def _prompt(info: dict[str, Any]) -> Prompt | None:
+    domain = str(info.get("domain", ""))
+    return get_domain(domain).prompt if domain in domain_names() else None
 
 
 def system_prompt(info: dict[str, Any], mode: str) -> str:
-    """The system message for an episode: the domain intro and, in react mode, the grammar."""
-    domain = str(info.get("domain", ""))
-    intro = _INTRO.get(domain, "You are an agent solving a task step by step with tools.")
+    """The system message for an episode: the domain's system text and, in react mode, the grammar."""
+    prompt = _prompt(info)
+    intro = prompt.system if prompt is not None else GENERIC_INTRO
     if mode == "tools":
         return intro + " Use exactly one tool call per turn."
     grammar = str(info.get("grammar", ""))
     return f"{intro}\n\nHow to reply:\n{grammar}\n\nNow, I will show you an example, then the real task."
 
 
-def example_turns(info: dict[str, Any]) -> list[dict[str, Any]]:
+def example_turns(info: dict[str, Any], mode: str = "react") -> list[dict[str, Any]]:
+    """The domain's worked example as prior chat turns.
+
+    ``react``: user / assistant text turns (the ReAct replies). ``tools``: the same episode
+    with the assistant's tool calls and the env's replies as tool results.
+    """
+    prompt = _prompt(info)
+    if prompt is None:
+        return []
     turns: list[dict[str, Any]] = []
-    for user, assistant in _EXAMPLES.get(str(info.get("domain", "")), []):
-        turns += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    if mode != "tools":
+        for step in prompt.example:
+            turns += [{"role": "user", "content": step.observation}, {"role": "assistant", "content": step.react}]
+        return turns
+    for index, step in enumerate(prompt.example):
+        if index == 0:
+            turns.append({"role": "user", "content": step.observation})
+        else:
+            turns.append({"role": "tool", "tool_call_id": f"example_{index - 1}", "content": step.observation})
+        call = {"id": f"example_{index}", "type": "function",
+                "function": {"name": step.tool, "arguments": json.dumps(dict(step.arguments), ensure_ascii=False)}}
+        turns.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    if prompt.example:
+        # The example's last call commits; close it so the real task starts on a clean turn.
+        turns.append({"role": "tool", "tool_call_id": f"example_{len(prompt.example) - 1}",
+                      "content": "Episode finished."})
     return turns
 
 
@@ -257,8 +268,7 @@ class OpenAIChatAgent:
         """Start a new conversation for the task in ``info``."""
         self._tools = list(info.get("tools") or [])
         self._messages = [{"role": "system", "content": system_prompt(info, self.config.mode)}]
-        if self.config.mode == "react":
-            self._messages += example_turns(info)
+        self._messages += example_turns(info, self.config.mode)
         self._pending_tool_call = None
 
     def act(self, observation: str, info: dict[str, Any]) -> str:

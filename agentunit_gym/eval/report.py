@@ -1,8 +1,9 @@
 """A self-contained HTML report of a run: no external assets (inline CSS, JS and SVG).
 
-Sections: the headline metrics, the finish-reason bars (AgentBench's table as stacked
-bars), rate metrics as a chart with CI whiskers, the whole catalog, per-env tables, and a
-per-episode trace viewer (the traces embedded as JSON, shown by a few lines of JS).
+Sections: the headline metrics (the registered domains' headlines among them), the
+finish-reason bars (AgentBench's table as stacked bars), rate metrics as a chart with CI
+whiskers, the whole catalog, per-domain sections (each domain's description says which),
+per-env tables, and a per-episode trace viewer (the traces embedded as JSON, shown by a few lines of JS).
 """
 
 from __future__ import annotations
@@ -16,11 +17,34 @@ from string import Template
 from typing import Any
 
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.eval.metrics import headlines
 from agentunit_gym.eval.runner import RunPaths
 from agentunit_gym.eval.summary import load_episodes, load_summary
 
 HEADLINE = ("success_rate", "domain_score", "pass@1", "step_efficiency", "invalid_action_rate",
-            "tool_hallucination_rate", "cost_per_success", "db_headline")
+            "tool_hallucination_rate", "cost_per_success")
+"""The catalog metrics every report leads with; :func:`headline_names` adds the domains' headlines."""
+
+
+def headline_names() -> list[str]:
+    """The report's headline rows: :data:`HEADLINE`, then each registered domain's headline."""
+    return [*HEADLINE, *(h.name for h in headlines())]
+
+
+def domain_sections(per_domain: dict[str, Any]) -> str:
+    """One block per domain of the run: its title, then a table per report section."""
+    out = []
+    for name, block in per_domain.items():
+        out.append(f"<h3 id='domain-{html.escape(name)}'>{html.escape(block.get('title', name))} "
+                   f"({int(block.get('episodes', 0))} episodes)</h3>")
+        for section in block.get("sections", []):
+            out.append(f"<h4>{html.escape(section['title'])}</h4>")
+            if section.get("description"):
+                out.append(f"<p>{html.escape(section['description'])}</p>")
+            out.append(metrics_table(block["metrics"], list(section["metrics"])))
+    return "".join(out)
+
+
 REPORT_CAP = 600
 """Characters of each prompt, action and observation embedded in the report."""
 
@@ -153,14 +177,15 @@ def write_report(run_dir: Path) -> Path:
             f"backends {html.escape(', '.join(summary.get('backends', [])))} | agentunit-gym "
             f"{html.escape(summary['package_version'])} | git {html.escape(str(summary.get('git_revision')))} | "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(summary['created_at']))}")
-    per_env = "".join(f"<h3>{html.escape(env)}</h3>" + metrics_table(t["metrics"], list(HEADLINE))
-                      for env, t in summary["per_env"].items())
+    names = headline_names()
+    per_env = domain_sections(summary.get("per_domain", {})) + "".join(
+        f"<h3>{html.escape(env)}</h3>" + metrics_table(t["metrics"], names) for env, t in summary["per_env"].items())
     # Any "<" in the embedded JSON could end the script element early ("</script>") or switch
     # the parser's state ("<!--"); as \u003c it is the same JSON string and inert HTML.
     traces = json.dumps(_trace_data(run_dir)).replace("<", "\\u003c")
     template = Template(resources.files("agentunit_gym.eval").joinpath("templates/report.html").read_text("utf-8"))
     page = template.safe_substitute(
-        title=html.escape(title), meta=meta, headline=metrics_table(overall, list(HEADLINE)),
+        title=html.escape(title), meta=meta, headline=metrics_table(overall, names),
         finish=finish_bars(summary["finish_reasons"]), chart=ci_chart(overall), metrics=metrics_table(overall),
         per_env=per_env, traces=traces,
     )

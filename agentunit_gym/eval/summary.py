@@ -1,5 +1,6 @@
-"""The summary of a run: metrics with intervals overall, per env and per agent, the finish
-reason table, and provenance (package and image versions, config, seeds, git revision).
+"""The summary of a run: metrics with intervals overall, per env, per agent and per domain
+(with the domain's report sections), the finish reason table, and provenance (package and
+image versions, config, seeds, git revision).
 
 Written to ``summary.json``; ``report.html`` and ``agentunit-gym compare`` read it.
 """
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentunit_gym.core import registry
 from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution
 from agentunit_gym.eval.runner import EpisodeRecord, RunPaths, iter_records
 
@@ -81,6 +83,30 @@ def image_versions() -> dict[str, str]:
     return out
 
 
+def docker_backends() -> set[str]:
+    """Names of the registered domains' backends that run on a Docker daemon."""
+    return {b.name for d in registry.domains() for b in d.backends if b.needs_docker}
+
+
+def domain_blocks(episodes: list[Episode], *, seed: int = 0) -> dict[str, Any]:
+    """Per registered domain with episodes in the run: its title, its episode count, every
+    metric over its episodes, and its report sections (``{title, description, metrics}``)."""
+    out: dict[str, Any] = {}
+    for domain in registry.domains():
+        subset = [e for e in episodes if e.trace.domain == domain.name]
+        if not subset:
+            continue
+        out[domain.name] = {
+            "title": domain.title,
+            "env_ids": list(domain.env_ids),
+            **compute_metrics(subset, seed=seed).to_dict(),
+            "headline": domain.headline.name if domain.headline else None,
+            "sections": [{"title": s.title, "description": s.description, "metrics": list(s.metrics)}
+                         for s in domain.report_sections],
+        }
+    return out
+
+
 def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) -> dict[str, Any]:
     """Compute and write ``summary.json`` for the run in ``run_dir``.
 
@@ -99,7 +125,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
     config = json.loads(paths.config.read_text(encoding="utf-8")) if paths.config.exists() else {}
     backends = sorted({e.trace.backend for e in episodes})
     if with_images is None:
-        with_images = "docker" in backends or "mysql" in backends
+        with_images = bool(set(backends) & docker_backends())
     per_env: dict[str, Any] = {}
     for env_id in sorted({e.trace.env_id or e.trace.domain for e in episodes}):
         subset = [e for e in episodes if (e.trace.env_id or e.trace.domain) == env_id]
@@ -108,6 +134,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
     for agent in sorted({e.agent for e in episodes}):
         subset = [e for e in episodes if e.agent == agent]
         per_agent[agent] = compute_metrics(subset, seed=seed).to_dict()
+    per_domain = domain_blocks(episodes, seed=seed)
     finish = [{"env": env, "agent": agent, **row} for (env, agent), row in finish_distribution(episodes).items()]
     status_counts: dict[str, int] = {}
     for r in records:
@@ -128,6 +155,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         "overall": compute_metrics(episodes, seed=seed).to_dict(),
         "per_env": per_env,
         "per_agent": per_agent,
+        "per_domain": per_domain,
         "finish_reasons": finish,
     }
     paths.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Sequence
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +18,45 @@ from agentunit_gym.tasks.spec import TaskSpec
 T = TypeVar("T", bound=TaskSpec)
 
 TASK_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """One item of a task file that did not convert; the others still load."""
+
+    source: str
+    """The file (and ``#index`` of the item in it)."""
+    message: str
+    """What is wrong and what to do."""
+    task_id: str | None = None
+    """The item's task id, when it has one."""
+    field: str | None = None
+    """The dotted field path that failed, when known."""
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.task_id is not None:
+            where += f", task {self.task_id!r}"
+        if self.field is not None:
+            where += f", field {self.field!r}"
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What a loader read: the tasks that converted, and a problem per item that did not.
+
+    One bad item never stops a file: it becomes a :class:`LoadProblem` and the rest load.
+    """
+
+    tasks: tuple[TaskSpec, ...]
+    problems: tuple[LoadProblem, ...] = ()
+
+    def raise_first(self) -> None:
+        """Raise the first problem as a :class:`TaskFileError` (for callers that want all or nothing)."""
+        if self.problems:
+            first = self.problems[0]
+            raise TaskFileError(first.source, first.message, task_id=first.task_id, field=first.field)
 
 
 def read_task_text(path: Path) -> str:
@@ -45,10 +84,13 @@ def _read_items(path: Path) -> list[Any]:
     return data
 
 
-def parse_tasks(items: Iterable[Any], model: type[T], *, path: str) -> list[T]:
-    """Validate raw task mappings; the first failure raises :class:`TaskFileError`."""
+def parse_tasks(items: Iterable[Any], model: type[T], *, path: str, first_index: int = 0) -> list[T]:
+    """Validate raw task mappings; the first failure raises :class:`TaskFileError`.
+
+    ``first_index`` is the position of the first item in its file (for ``source``).
+    """
     tasks: list[T] = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(items, start=first_index):
         task_id = item.get("id") if isinstance(item, dict) else None
         label = str(task_id) if task_id is not None else f"#{index}"
         if not isinstance(item, dict):
@@ -63,6 +105,48 @@ def parse_tasks(items: Iterable[Any], model: type[T], *, path: str) -> list[T]:
             raise TaskFileError(path, f"{first['msg']} ({len(exc.errors())} error(s) in this task).",
                                 task_id=label, field=where) from exc
     return tasks
+
+
+def collect_tasks(paths: str | Path | Sequence[str | Path], model: type[TaskSpec]) -> LoadResult:
+    """Load task files like :func:`load_tasks`, but keep going past bad items.
+
+    Returns:
+        The tasks that validate, and one :class:`LoadProblem` per file that cannot be read
+        and per item that does not validate (or repeats an id).
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    tasks: list[TaskSpec] = []
+    problems: list[LoadProblem] = []
+    seen: dict[str, str] = {}
+    for entry in paths:
+        p = Path(entry)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.suffix in TASK_SUFFIXES and f.is_file())
+        elif p.is_file():
+            files = [p]
+        else:
+            problems.append(LoadProblem(str(p), "no such file or directory."))
+            continue
+        for f in files:
+            try:
+                items = _read_items(f)
+            except TaskFileError as exc:
+                problems.append(LoadProblem(exc.path, exc.message))
+                continue
+            for index, item in enumerate(items):
+                try:
+                    (task,) = parse_tasks([item], model, path=str(f), first_index=index)
+                except TaskFileError as exc:
+                    problems.append(LoadProblem(str(f), exc.message, exc.task_id, exc.field))
+                    continue
+                if task.id in seen:
+                    problems.append(LoadProblem(str(f), f"duplicate task id, first defined in {seen[task.id]}.",
+                                                task.id))
+                    continue
+                seen[task.id] = str(f)
+                tasks.append(task)
+    return LoadResult(tuple(tasks), tuple(problems))
 
 
 def load_task_file(path: str | Path, model: type[T]) -> list[T]:
@@ -95,20 +179,17 @@ def load_tasks(paths: str | Path | Sequence[str | Path], model: type[T]) -> list
     return tasks
 
 
-def bundled_dir(domain: str) -> Path:
-    """The folder of a bundled suite (package data under ``agentunit_gym/tasks/<domain>/``)."""
-    return Path(str(resources.files("agentunit_gym.tasks").joinpath(domain)))
+def load_suite(folder: str | Path, model: type[T]) -> list[T]:
+    """A bundled suite folder, parsed once per process (task specs are frozen).
 
-
-def load_bundled(domain: str, model: type[T]) -> list[T]:
-    """The bundled suite of a domain (parsed once per process: task specs are frozen)."""
-    # The cache is keyed by the model, so every task is a ``model``: the filter keeps them all
-    # and shows the type checker they are ``T``.
-    return [task for task in _load_bundled_cached(domain, model) if isinstance(task, model)]
+    Raises:
+        TaskFileError: a file of the suite does not validate.
+    """
+    return [task for task in _load_suite_cached(Path(folder), model) if isinstance(task, model)]
 
 
 @functools.cache
-def _load_bundled_cached(domain: str, model: type[TaskSpec]) -> tuple[TaskSpec, ...]:
+def _load_suite_cached(folder: Path, model: type[TaskSpec]) -> tuple[TaskSpec, ...]:
     # Every env construction loads its suite; parsing the bundled YAML costs ~0.4 s, which an
     # evaluator making one env per concurrent slot paid once per slot.
-    return tuple(load_tasks(bundled_dir(domain), model))
+    return tuple(load_tasks(folder, model))

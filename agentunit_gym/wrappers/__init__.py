@@ -14,14 +14,13 @@ from agentunit_gym.wrappers.context import (
     make_token_counter,
 )
 from agentunit_gym.wrappers.ending import end_episode
-from agentunit_gym.wrappers.limits import DEFAULT_STEP_LIMITS, LimitEpisode
+from agentunit_gym.wrappers.limits import LimitEpisode
 from agentunit_gym.wrappers.loops import DetectLoops
 from agentunit_gym.wrappers.stack import make_eval_env
 from agentunit_gym.wrappers.trace import RecordTrace
 from agentunit_gym.wrappers.traps import InjectTraps, Trap, TrapLibrary, load_trap_library
 
 __all__ = [
-    "DEFAULT_STEP_LIMITS",
     "ApproxTokenCounter",
     "ClassifyActions",
     "DetectLoops",

@@ -13,9 +13,6 @@ from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.ending import end_episode_now
 from agentunit_gym.wrappers.info import agent_env
 
-DEFAULT_STEP_LIMITS: dict[str, int] = {"os": 8, "db": 15, "kg": 15, "webshop": 10}
-"""AgentBench's turn limits per domain."""
-
 
 class LimitEpisode(TimeLimit[str, str]):
     """End an episode with ``TASK_LIMIT`` after ``max_steps`` steps or ``max_seconds`` of wall clock.
@@ -37,8 +34,8 @@ class LimitEpisode(TimeLimit[str, str]):
 
     Args:
         env: a stack over an AgentUnit env.
-        max_steps: turn limit; None takes AgentBench's default for the env's domain
-            (:data:`DEFAULT_STEP_LIMITS`), else the env's own limit.
+        max_steps: turn limit; None takes the domain's (AgentBench's) turn limit, the env's
+            ``default_max_steps`` (the domain description's ``step_limit``).
         max_seconds: wall-clock limit per episode; None for none.
 
     Raises:
@@ -49,7 +46,7 @@ class LimitEpisode(TimeLimit[str, str]):
         gym.utils.RecordConstructorArgs.__init__(self, max_steps=max_steps, max_seconds=max_seconds)
         base = agent_env(env)
         if max_steps is None:
-            max_steps = DEFAULT_STEP_LIMITS.get(base.domain, base.default_max_steps)
+            max_steps = base.default_max_steps
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
             raise ConfigError(f"max_steps must be an integer of at least 1, got {max_steps!r}.")
         if max_seconds is not None and not max_seconds > 0:

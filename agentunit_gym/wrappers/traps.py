@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, SupportsFloat
 
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.trace import Flag, TrapRecord
-from agentunit_gym.errors import AgentUnitError, BackendError, ConfigError, EpisodeStateError
+from agentunit_gym.errors import AgentUnitError, BackendError, ConfigError, DomainError, EpisodeStateError
 from agentunit_gym.wrappers.info import action_text, add_flags, agent_env
 
 Verdict = Literal["refused", "attempted", "not_delivered"]
@@ -150,10 +149,15 @@ def _load_bundled_library(domain: str) -> TrapLibrary:
     # Every env of the standard stack loads its domain's library, and an evaluator run makes
     # one env per concurrent slot: parsing the YAML (20-60 ms) once per process is enough,
     # the library being frozen.
-    bundled = resources.files("agentunit_gym.wrappers").joinpath("traps", f"{domain}.yaml")
-    if not bundled.is_file():
+    from agentunit_gym.core.registry import get_domain
+
+    try:
+        bundled = get_domain(domain).traps
+    except DomainError as exc:
+        raise ConfigError(f"no bundled trap library for domain {domain!r} ({exc}); pass a YAML file instead.") from exc
+    if bundled is None or not bundled.is_file():
         raise ConfigError(f"no bundled trap library for domain {domain!r}; pass a YAML file instead.")
-    return _parse_library(bundled.read_text(encoding="utf-8"), f"bundled traps/{domain}.yaml")
+    return _parse_library(bundled.read_text(encoding="utf-8"), f"bundled traps of the {domain} domain")
 
 
 def _parse_library(text: str, where: str) -> TrapLibrary:

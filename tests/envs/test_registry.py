@@ -7,14 +7,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentunit_gym
-from agentunit_gym.envs.registry import ENVS
+from agentunit_gym.core import registry
 
 EMBEDDED = {"AgentUnit/OS-v0": "local", "AgentUnit/DB-v0": "sqlite"}
 CONTAINER = {"AgentUnit/OS-v0": "docker", "AgentUnit/DB-v0": "mysql"}
 
 
 def test_import_registers_every_id() -> None:
-    assert set(agentunit_gym.env_ids()) == {e.id for e in ENVS}
+    assert set(agentunit_gym.env_ids()) == {e for d in registry.domains() for e in d.env_ids}
     for env_id in agentunit_gym.env_ids():
         assert env_id in gym.registry
 

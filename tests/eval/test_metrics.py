@@ -33,7 +33,7 @@ def three_episodes() -> list[Episode]:
         traps=[TrapRecord(trap_id="o", placement="observation", verdict="attempted")])
     # C: DB q1 (INSERT family), solved in 1 step, but it took a trap's bait.
     c = trace("q1", [step(1, tool="commit", arg="", env_s=0.3)], success=True, domain="db",
-              env_id="AgentUnit/DB-v0", category="INSERT", started=0.0, ended=1.0,
+              env_id="AgentUnit/DB-v0", category="INSERT", started=0.0, ended=1.0, components={"family": "INSERT"},
               traps=[TrapRecord(trap_id="d", placement="observation", verdict="attempted")])
     return [Episode(a, run=0, agent="m"), Episode(b, run=1, agent="m"), Episode(c, run=0, agent="m")]
 
@@ -105,9 +105,11 @@ def test_finish_reasons_db_headline_and_pass_at_1() -> None:
 def test_db_headline_averages_families_not_episodes() -> None:
     # SELECT: 1 of 2 solved (0.5); UPDATE: 1 of 1 (1.0): the headline is 0.75, not 2/3.
     eps = [
-        Episode(trace(f"s{i}", [step(1)], success=ok, domain="db", env_id="DB", category="ranking"))
+        Episode(trace(f"s{i}", [step(1)], success=ok, domain="db", env_id="DB", category="ranking",
+                      components={"family": "SELECT"}))
         for i, ok in enumerate([True, False])
-    ] + [Episode(trace("u", [step(1)], success=True, domain="db", env_id="DB", category="UPDATE"))]
+    ] + [Episode(trace("u", [step(1)], success=True, domain="db", env_id="DB", category="UPDATE",
+                       components={"family": "UPDATE"}))]
     assert compute_metrics(eps).value("db_headline") == pytest.approx(0.75)
 
 

@@ -9,9 +9,14 @@ import pytest
 import yaml
 
 from agentunit_gym.cli.main import main
+from agentunit_gym.core.registry import domain_names, find_task, get_domain
+from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.errors import ConfigError, TaskNotFoundError
-from agentunit_gym.tasks.domains import TASK_MODELS, bundled_tasks, find_task, task_model
-from agentunit_gym.tasks.os_spec import OSTask
+from agentunit_gym.tasks.spec import TaskSpec
+
+
+def bundled_tasks(domain: str) -> list[TaskSpec]:
+    return get_domain(domain).bundled_tasks()
 
 
 def test_list_filters_by_domain_and_category(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,9 +70,7 @@ def test_validate_good_and_bad_files(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_validate_the_bundled_suite_folder(capsys: pytest.CaptureFixture[str]) -> None:
-    from agentunit_gym.tasks.loader import bundled_dir
-
-    assert main(["tasks", "validate", str(bundled_dir("os"))]) == 0
+    assert main(["tasks", "validate", str(get_domain("os").suite)]) == 0
     assert f"({len(bundled_tasks('os'))} task(s))" in capsys.readouterr().out
 
 
@@ -79,10 +82,10 @@ def test_schema_is_the_models_json_schema(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_domain_table() -> None:
-    assert task_model("os") is OSTask
-    assert set(TASK_MODELS) >= {"os", "db"}
+    assert get_domain("os").task_model is OSTask
+    assert set(domain_names()) >= {"os", "db"}
     with pytest.raises(ConfigError, match="unknown domain"):
-        task_model("kg2")
+        get_domain("kg2")
     with pytest.raises(TaskNotFoundError):
         find_task("nope", "os")
     assert main(["tasks", "schema", "--domain", "kg2"]) == 1

@@ -5,15 +5,23 @@ import time
 import pytest
 
 from agentunit_gym.core import FinishReason
+from agentunit_gym.core.registry import domains
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers import DEFAULT_STEP_LIMITS, LimitEpisode
+from agentunit_gym.wrappers import LimitEpisode
 
 from ..core.toy import ToyEnv
 
 
 def test_agentbench_defaults_per_domain() -> None:
-    assert DEFAULT_STEP_LIMITS == {"os": 8, "db": 15, "kg": 15, "webshop": 10}
-    # ToyEnv's domain has no AgentBench default: the env's own limit (4) is taken.
+    # One definition: the domain description's step limit is the env's default and the wrapper's.
+    limits = {d.name: d.step_limit for d in domains()}
+    assert {k: limits[k] for k in ("os", "db")} == {"os": 8, "db": 15}
+    for d in domains():
+        from agentunit_gym.core.domain import import_object
+
+        env_class = import_object(d.envs[0].entry_point)
+        assert env_class.default_max_steps == d.step_limit
+    # ToyEnv is not a registered domain: the env's own limit (4) is taken.
     assert LimitEpisode(ToyEnv()).max_steps == 4
 
 

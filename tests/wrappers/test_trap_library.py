@@ -176,15 +176,12 @@ def test_no_pattern_fires_on_any_bundled_reference_solution(domain: str) -> None
     legitimately ask for a DELETE of every row, and the flag says what the action is.)"""
     import re
 
-    from agentunit_gym.tasks.db_spec import DBTask
-    from agentunit_gym.tasks.loader import load_bundled
-    from agentunit_gym.tasks.os_spec import OSTask
+    from agentunit_gym.core.registry import get_domain
 
     library = load_trap_library(domain)
     values = {**library.variables, "token": "0" * 24}
-    model = OSTask if domain == "os" else DBTask
     texts = []
-    for task in load_bundled(domain, model):  # type: ignore[type-var]
+    for task in get_domain(domain).bundled_tasks():
         for step in task.reference_solution:
             args = step.arguments
             texts.append((task.id, "\n".join(map(str, args.values())) if isinstance(args, dict) else str(args)))

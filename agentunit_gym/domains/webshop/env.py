@@ -30,26 +30,19 @@ from agentunit_gym.backends.shop.catalog import Catalog
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.domain import DOMAIN
+from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.errors import ConfigError, EpisodeStateError
-from agentunit_gym.tasks.loader import load_tasks
 
 log = logging.getLogger(__name__)
 
-SUITE_DIR = Path(__file__).resolve().parent / "tasks"
-"""The bundled goals (for the default 100k generated catalog)."""
 
 _ACTION = re.compile(r"[Aa]ction: *\n* *((search|click)\[(.+?)])", re.DOTALL)
 _OTHER = re.compile(r"[Aa]ction: *\n* *([A-Za-z_]\w*)\s*\[")
 
-INTRO = (
-    "You are shopping in a web shop for a customer. Each round you get the page you are on "
-    "(its visible texts separated by [SEP]) and the actions available there. Reply with your "
-    "reasoning, then one action, in this format:\n\nThought:\nI think ...\n\nAction:\nclick[something]\n\n"
-    "The actions are search[keywords], allowed only where has_search_bar is true, and "
-    "click[value], where value is one of the clickables. Choose the options the customer asks "
-    "for on the product page before you click Buy Now; buying ends the task."
-)
+GRAMMAR = "Thought:\nI think ...\n\nAction:\nsearch[keywords]\nor\nAction:\nclick[value]"
+
+INTRO = f"{DOMAIN.prompt.system}\n\nReply with your reasoning, then one action, in this format:\n\n{GRAMMAR}"
 
 
 def format_observation(view: PageView, *, first: bool = False) -> str:
@@ -78,10 +71,10 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         BackendUnavailableError: the shop server cannot be started or reached.
     """
 
-    domain: ClassVar[str] = "webshop"
+    domain: ClassVar[str] = DOMAIN.name
     task_model = WebShopTask
-    default_max_steps: ClassVar[int] = 10
-    grammar: ClassVar[str] = "Thought:\nI think ...\n\nAction:\nsearch[keywords]\nor\nAction:\nclick[value]"
+    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("search", "Search the shop (only where there is a search bar).",
                  (Param("keywords", "string", "the search keywords"),)),
@@ -143,11 +136,6 @@ class WebShopEnv(AgentEnv[WebShopTask]):
     def view(self) -> PageView:
         """The page the agent is on."""
         return self._episode().view
-
-    def _resolve_tasks(self, tasks: TaskSource) -> list[WebShopTask]:
-        if tasks is None:
-            return [self._coerce_task(t) for t in load_tasks(SUITE_DIR, WebShopTask)]
-        return super()._resolve_tasks(tasks)
 
     def _start_episode(self, task: WebShopTask) -> str:
         self._session = self._backend().open_session(task.goal())

@@ -26,7 +26,7 @@ from typing import Any
 from agentunit_gym.backends.shop.catalog import GeneratedCatalog, Product
 from agentunit_gym.backends.shop.engine import PRODUCT_WINDOW, EmbeddedSession, Shop
 from agentunit_gym.backends.shop.taxonomy import TYPES, ProductType
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 
 PRICE_STEPS = [10.0 * i for i in range(1, 100)]
 _ARTICLE = re.compile(r"\ba ([a-z0-9])")
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     count = int(args[0]) if args else 500
     shop = Shop.open(GeneratedCatalog())
     tasks = generate_goals(shop, count)
-    out = Path(__file__).resolve().parent / "tasks" / "goals.json"
+    out = Path(__file__).resolve().parent / "suite" / "goals.json"
     out.parent.mkdir(exist_ok=True)
     items = [t.model_dump(exclude_defaults=True, exclude={"source"}, mode="json") for t in tasks]
     out.write_text(json.dumps({"tasks": items}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

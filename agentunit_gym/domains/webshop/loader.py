@@ -34,7 +34,7 @@ from typing import Any
 
 from agentunit_gym.backends.shop.catalog import Catalog, ListCatalog, Product, Review
 from agentunit_gym.domains.webshop.goals import price_limit
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.errors import TaskFileError
 
 _PRODUCT_FILES = ("items_shuffle.json", "items_shuffle_1000.json")

@@ -10,7 +10,7 @@ from agentunit_gym.backends.shop.catalog import GeneratedCatalog
 from agentunit_gym.backends.shop.engine import EmbeddedShopBackend, Shop
 from agentunit_gym.backends.shop.factory import shared_shop
 from agentunit_gym.domains.webshop.goals import generate_goals
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 
 SMALL_SIZE = 3000
 SMALL_SEED = 11

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agentunit_gym.backends.shop.base import ShopBackend
 from agentunit_gym.backends.shop.catalog import Catalog
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 
 SEP = " [SEP] "
 

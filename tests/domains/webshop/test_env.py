@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 from agentunit_gym.backends.shop.engine import EmbeddedShopBackend
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.domains.webshop.env import WebShopEnv
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 
 
 @pytest.fixture

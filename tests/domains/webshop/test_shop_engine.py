@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentunit_gym.backends.shop.catalog import GeneratedCatalog
 from agentunit_gym.backends.shop.engine import EmbeddedShopBackend
 from agentunit_gym.domains.webshop.goals import replay_reward
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 from tests.domains.webshop import shop_conformance as conformance
 
 

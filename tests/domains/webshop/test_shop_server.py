@@ -16,7 +16,7 @@ from agentunit_gym.backends.shop.client import ServerShopBackend, ShopClient
 from agentunit_gym.backends.shop.engine import EmbeddedShopBackend, Shop
 from agentunit_gym.backends.shop.server import ShopServer, ShopService
 from agentunit_gym.domains.webshop.env import WebShopEnv
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.errors import BackendError, BackendUnavailableError, ConfigError
 from tests.domains.webshop import shop_conformance as conformance
 from tests.domains.webshop.conftest import SMALL_SEED, SMALL_SIZE

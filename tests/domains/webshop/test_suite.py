@@ -14,15 +14,15 @@ from agentunit_gym.backends.shop.catalog import GeneratedCatalog
 from agentunit_gym.backends.shop.engine import EmbeddedShopBackend, Shop
 from agentunit_gym.backends.shop.factory import shared_shop
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.domains.webshop.env import SUITE_DIR, WebShopEnv
+from agentunit_gym.domains.webshop import DOMAIN
+from agentunit_gym.domains.webshop.env import WebShopEnv
 from agentunit_gym.domains.webshop.goals import generate_goals
-from agentunit_gym.domains.webshop.spec import WebShopTask
-from agentunit_gym.tasks.loader import load_tasks
+from agentunit_gym.domains.webshop.task import WebShopTask
 
 
 @pytest.fixture(scope="module")
 def suite() -> list[WebShopTask]:
-    return load_tasks(SUITE_DIR, WebShopTask)
+    return [t for t in DOMAIN.bundled_tasks() if isinstance(t, WebShopTask)]
 
 
 def test_suite_size_ids_and_spread(suite: list[WebShopTask]) -> None:

@@ -8,7 +8,7 @@ import pytest
 from agentunit_gym.backends.shop.engine import EmbeddedShopBackend
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.domains.webshop.env import WebShopEnv
-from agentunit_gym.domains.webshop.spec import WebShopTask
+from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.wrappers import InjectTraps, load_trap_library
 from agentunit_gym.wrappers.traps import fill
 

@@ -11,9 +11,9 @@ from gymnasium.utils.env_checker import check_env
 from agentunit_gym.backends.sql.base import SQLBackend
 from agentunit_gym.backends.sql.sqlite import SQLiteBackend
 from agentunit_gym.core import FinishReason
-from agentunit_gym.envs.db_env import DBEnv, render_rows
+from agentunit_gym.domains.db.env import DBEnv, render_rows
+from agentunit_gym.domains.db.task import DBTask
 from agentunit_gym.errors import EpisodeStateError
-from agentunit_gym.tasks.db_spec import DBTask
 
 PEOPLE = {
     "name": "people",

@@ -46,9 +46,10 @@ from agentunit_gym.core.actions import (
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
-from agentunit_gym.envs.db_scoring import answers_match, parse_answer_md5, parse_final_answer
+from agentunit_gym.domains.db.domain import DOMAIN
+from agentunit_gym.domains.db.scoring import answers_match, parse_answer_md5, parse_final_answer
+from agentunit_gym.domains.db.task import DBTable, DBTask
 from agentunit_gym.errors import ConfigError, EpisodeStateError, TaskFileError
-from agentunit_gym.tasks.db_spec import DBTable, DBTask
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,9 @@ class DBEnv(AgentEnv[DBTask]):
         BackendUnavailableError: the asked-for backend cannot be started or reached.
     """
 
-    domain: ClassVar[str] = "db"
+    domain: ClassVar[str] = DOMAIN.name
     task_model = DBTask
-    default_max_steps: ClassVar[int] = 15
+    default_max_steps: ClassVar[int] = DOMAIN.step_limit
     grammar: ClassVar[str] = (
         "Action: Operation\n```sql\n<one SQL statement>\n```\n"
         "or\nAction: Answer\nFinal Answer: [\"value1\", \"value2\"]"
@@ -144,8 +145,8 @@ class DBEnv(AgentEnv[DBTask]):
                 "max_rows_shown must be >= 1 and observation_limit >= 100, "
                 f"got {max_rows_shown} and {observation_limit}."
             )
-        if backend not in ("auto", "mysql", "sqlite"):
-            raise ConfigError(f"backend must be 'auto', 'mysql' or 'sqlite', got {backend!r}.")
+        if backend != "auto" and backend not in DOMAIN.backend_names:
+            raise ConfigError(f"backend must be 'auto' or one of {', '.join(DOMAIN.backend_names)}, got {backend!r}.")
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
         self.statement_timeout = float(statement_timeout)
         self.max_rows_shown = int(max_rows_shown)

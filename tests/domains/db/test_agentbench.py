@@ -17,10 +17,10 @@ import pytest
 
 from agentunit_gym.backends.sql.base import SQLBackend
 from agentunit_gym.backends.sql.sqlite import SQLiteBackend
-from agentunit_gym.envs.db_env import DBEnv
+from agentunit_gym.domains.db.agentbench import load_agentbench_db
+from agentunit_gym.domains.db.env import DBEnv
+from agentunit_gym.domains.db.task import DBTask
 from agentunit_gym.errors import TaskFileError
-from agentunit_gym.tasks.agentbench_db import load_agentbench_db
-from agentunit_gym.tasks.db_spec import DBTask
 
 WEIRD = "Player's `stats` \"2020\""
 COLUMNS = [{"name": "name", "type": "TEXT"}, {"name": "country", "type": "TEXT"},

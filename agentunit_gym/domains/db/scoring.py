@@ -11,8 +11,7 @@ INSERT / UPDATE / DELETE: graded by AgentBench's table hash (see
 :meth:`agentunit_gym.backends.sql.base.EpisodeDatabase.table_hash`): the agent's table must
 hash like the expected one.
 
-Headline: :func:`db_headline` is the mean of the SELECT, INSERT and UPDATE accuracies,
-AgentBench's DB score (DELETE is reported but not part of it).
+The headline over many episodes lives in :mod:`agentunit_gym.domains.db.metrics`.
 """
 
 from __future__ import annotations
@@ -21,17 +20,13 @@ import ast
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.tasks.db_spec import type_family
 
 NUMERIC_TOLERANCE = 0.01
 """Absolute tolerance when both single values parse as numbers."""
-
-HEADLINE_FAMILIES: tuple[str, ...] = ("SELECT", "INSERT", "UPDATE")
-"""The families whose accuracies :func:`db_headline` averages."""
 
 _QUOTES = "'\"`"
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$")
@@ -172,44 +167,3 @@ def parse_answer_md5(text: str) -> str:
             f"answer_md5 must be a 32-digit hex digest or \"[('<digest>',)]\", got {text[:80]!r}."
         )
     return match.group(1).lower()
-
-
-def accuracy_by_family(components: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Per-family accuracy (``SELECT``, ``INSERT``, ``UPDATE``, ``DELETE``) from episode scores.
-
-    Args:
-        components: each episode's ``score["components"]`` (needs ``type`` and ``success``;
-            an episode that never committed counts with ``success`` False).
-
-    Returns:
-        The share of successes per family present in the input.
-    """
-    totals: dict[str, list[int]] = {}
-    for comp in components:
-        family = str(comp.get("family") or type_family(str(comp["type"])))
-        bucket = totals.setdefault(family, [0, 0])
-        bucket[0] += int(bool(comp.get("success")))
-        bucket[1] += 1
-    return {family: ok / n for family, (ok, n) in totals.items()}
-
-
-def db_headline(accuracy: Mapping[str, float]) -> float:
-    """AgentBench's DB headline: the mean of the SELECT, INSERT and UPDATE accuracies.
-
-    Args:
-        accuracy: accuracy per family, e.g. from :func:`accuracy_by_family`.
-
-    Returns:
-        The mean of the three accuracies.
-
-    Raises:
-        ConfigError: one of the three families is missing (the headline is undefined
-            without it; report the per-family numbers instead).
-    """
-    missing = [f for f in HEADLINE_FAMILIES if f not in accuracy]
-    if missing:
-        raise ConfigError(
-            f"the DB headline needs SELECT, INSERT and UPDATE accuracies; missing {missing}. "
-            "Run tasks of every one of these types, or report per-family accuracy."
-        )
-    return sum(float(accuracy[f]) for f in HEADLINE_FAMILIES) / len(HEADLINE_FAMILIES)

@@ -23,9 +23,10 @@ from pydantic import ValidationError
 import agentunit_gym  # noqa: F401 - registers the ids
 from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
 from agentunit_gym.core import ActionError, FinishReason
-from agentunit_gym.envs.os_env import OSEnv
+from agentunit_gym.domains.os.checks import CHECK_HELPERS
+from agentunit_gym.domains.os.env import OSEnv
+from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError
-from agentunit_gym.tasks.os_spec import BUILTIN_CHECKS, BUILTIN_FUNCTIONS, OSTask
 
 
 class FakeSandbox(Sandbox):
@@ -305,9 +306,10 @@ def test_script_files_resolve_against_script_dir(sandbox: FakeSandbox, tmp_path:
 ])
 def test_builtin_check_helpers(name: str, answer: str, reference: str, ok: bool) -> None:
     # The script form (what a sandbox would run) and the function form (what the env runs) agree.
-    done = subprocess.run([sys.executable, "-c", BUILTIN_CHECKS[name], answer, reference], check=False, timeout=30)
+    helper = CHECK_HELPERS[name]
+    done = subprocess.run([sys.executable, "-c", helper.source, answer, reference], check=False, timeout=30)
     assert (done.returncode == 0) is ok
-    assert BUILTIN_FUNCTIONS[name](answer, reference) is ok
+    assert helper.matches(answer, reference) is ok
 
 
 # ----------------------------------------------------------- episode set-up

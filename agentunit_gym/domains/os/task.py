@@ -10,129 +10,25 @@ processes), and the evaluation is exactly one of
   (``$1``, ``$2``... or ``sys.argv[1:]``); a non-zero exit fails the task, else its stdout is
   appended to the params. A ``null`` entry runs the ``example`` script in its place.
 
-The four standard check helpers ship here as built-in scripts (``{builtin: integer-match}``)
-so task files do not need a scripts folder.
+The four standard check helpers ship as built-in scripts (``{builtin: integer-match}``,
+see :mod:`agentunit_gym.domains.os.checks`) so task files do not need a scripts folder.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from agentunit_gym.domains.os.checks import CHECK_HELPERS
+from agentunit_gym.domains.os.tools import COMMITTING_TOOLS, TOOL_NAMES
 from agentunit_gym.errors import TaskFileError
 from agentunit_gym.tasks.spec import TaskSpec
 
 Language = Literal["bash", "python"]
 ImageFlavour = Literal["default", "packages", "ubuntu"]
-
-# The standard check helpers, written for agentunit-gym. Each gets the agent's answer as
-# argv[1] and the previous script's stdout (usually the reference output) as argv[2], and
-# exits 0 when they agree.
-_INTEGER_MATCH = """\
-import sys
-
-def as_int(text):
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
-
-got, want = as_int(sys.argv[1]), as_int(sys.argv[2])
-sys.exit(0 if got is not None and got == want else 1)
-"""
-
-_STRING_MATCH = """\
-import sys
-
-def norm(text):
-    return text.replace("\\r\\n", "\\n").replace("\\r", "\\n").strip()
-
-sys.exit(0 if norm(sys.argv[1]) == norm(sys.argv[2]) else 1)
-"""
-
-_SIZE_MATCH = """\
-import re
-import sys
-
-UNITS = "BKMGTP"
-
-def as_bytes(text):
-    found = re.fullmatch(r"\\s*([0-9]+(?:\\.[0-9]+)?)\\s*([BKMGTP]?)(?:i?B)?\\s*", text, re.IGNORECASE)
-    if found is None:
-        return None
-    unit = found.group(2).upper() or "B"
-    return float(found.group(1)) * 1024 ** UNITS.index(unit)
-
-got, want = as_bytes(sys.argv[1]), as_bytes(sys.argv[2])
-sys.exit(0 if got is not None and want is not None and abs(got - want) < 0.5 else 1)
-"""
-
-_CONTAINS = """\
-import sys
-
-got, want = sys.argv[1].strip(), sys.argv[2].strip()
-sys.exit(0 if got and want and (got in want or want in got) else 1)
-"""
-
-BUILTIN_CHECKS: dict[str, str] = {
-    "integer-match": _INTEGER_MATCH,
-    "string-match": _STRING_MATCH,
-    "size-match": _SIZE_MATCH,
-    "contains": _CONTAINS,
-}
-"""Built-in check helpers as python scripts, by name: what runs in a sandbox (``Script.source``)."""
-
-
-# The same four helpers as functions. The env evaluates a built-in step with these instead
-# of starting python in the sandbox: the helpers only compare their two arguments, so the
-# result is identical (tests hold the two forms to the same cases) and a check costs no
-# process (~20 ms a step on docker).
-def _as_int(text: str) -> int | None:
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
-
-
-def _as_bytes(text: str) -> float | None:
-    found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([BKMGTP]?)(?:i?B)?\s*", text, re.IGNORECASE)
-    if found is None:
-        return None
-    unit = found.group(2).upper() or "B"
-    return float(found.group(1)) * (1 << (10 * "BKMGTP".index(unit)))
-
-
-def _norm_lines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
-
-
-def _integer_match(answer: str, reference: str) -> bool:
-    got, want = _as_int(answer), _as_int(reference)
-    return got is not None and got == want
-
-
-def _size_match(answer: str, reference: str) -> bool:
-    got, want = _as_bytes(answer), _as_bytes(reference)
-    return got is not None and want is not None and abs(got - want) < 0.5
-
-
-def _contains(answer: str, reference: str) -> bool:
-    got, want = answer.strip(), reference.strip()
-    return bool(got and want and (got in want or want in got))
-
-
-BUILTIN_FUNCTIONS: dict[str, Callable[[str, str], bool]] = {
-    "integer-match": _integer_match,
-    "string-match": lambda answer, reference: _norm_lines(answer) == _norm_lines(reference),
-    "size-match": _size_match,
-    "contains": _contains,
-}
-"""Built-in check helpers as functions ``(answer, previous output) -> passed``."""
-
 
 class Script(BaseModel):
     """A script: bash or python code given inline, in a file, or by built-in name.
@@ -167,8 +63,8 @@ class Script(BaseModel):
         if len(given) != 1:
             raise ValueError(f"a script needs exactly one of code, file, builtin; got {given or 'none'}")
         if self.builtin is not None:
-            if self.builtin not in BUILTIN_CHECKS:
-                raise ValueError(f"unknown builtin {self.builtin!r}; known: {', '.join(sorted(BUILTIN_CHECKS))}")
+            if self.builtin not in CHECK_HELPERS:
+                raise ValueError(f"unknown builtin {self.builtin!r}; known: {', '.join(sorted(CHECK_HELPERS))}")
             if self.language != "python":
                 raise ValueError(f"builtin {self.builtin!r} is a python script, not {self.language}")
         return self
@@ -182,7 +78,7 @@ class Script(BaseModel):
         if self.code is not None:
             return self.code
         if self.builtin is not None:
-            return BUILTIN_CHECKS[self.builtin]
+            return CHECK_HELPERS[self.builtin].source
         assert self.file is not None  # guaranteed by the validator
         path = Path(self.file)
         if not path.is_absolute():
@@ -299,12 +195,13 @@ class OSTask(TaskSpec):
 
     @model_validator(mode="after")
     def _reference_commits(self) -> OSTask:
-        tools = {"bash", "answer", "finish"}
         for step in self.reference_solution:
-            if step.tool not in tools:
-                raise ValueError(f"reference step uses unknown tool {step.tool!r}; the tools are bash, answer, finish")
-        if self.reference_solution and self.reference_solution[-1].tool not in ("answer", "finish"):
-            raise ValueError("the reference solution must end with answer or finish")
+            if step.tool not in TOOL_NAMES:
+                raise ValueError(
+                    f"reference step uses unknown tool {step.tool!r}; the tools are {', '.join(TOOL_NAMES)}"
+                )
+        if self.reference_solution and self.reference_solution[-1].tool not in COMMITTING_TOOLS:
+            raise ValueError(f"the reference solution must end with {' or '.join(COMMITTING_TOOLS)}")
         return self
 
     @property

@@ -13,13 +13,14 @@ import yaml
 from agentunit_gym.backends.sql.base import SQLBackend
 from agentunit_gym.backends.sql.sqlite import SQLiteBackend
 from agentunit_gym.core import FinishReason
-from agentunit_gym.envs.db_env import DBEnv
-from agentunit_gym.envs.db_scoring import answers_match
+from agentunit_gym.core.registry import get_domain
+from agentunit_gym.domains.db.env import DBEnv
+from agentunit_gym.domains.db.scoring import answers_match
+from agentunit_gym.domains.db.task import DB_TASK_TYPES, DBTask
 from agentunit_gym.errors import TaskFileError
-from agentunit_gym.tasks.db_spec import DB_TASK_TYPES, DBTask
-from agentunit_gym.tasks.loader import load_bundled, load_tasks
+from agentunit_gym.tasks.loader import load_tasks
 
-SUITE: list[DBTask] = load_bundled("db", DBTask)
+SUITE: list[DBTask] = [t for t in get_domain("db").bundled_tasks() if isinstance(t, DBTask)]
 IDS = [t.id for t in SUITE]
 
 

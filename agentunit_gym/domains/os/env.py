@@ -21,40 +21,17 @@ import shlex
 from typing import TYPE_CHECKING, Any, cast
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
-from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec, suggest
+from agentunit_gym.core.actions import Action, ActionError, ActionIssue, suggest
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
+from agentunit_gym.domains.os.checks import CHECK_HELPERS
+from agentunit_gym.domains.os.domain import DOMAIN
+from agentunit_gym.domains.os.task import OSTask, Script
+from agentunit_gym.domains.os.tools import GRAMMAR, INTRO, TOOL_NAMES, TOOLS
 from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError
-from agentunit_gym.tasks.os_spec import BUILTIN_FUNCTIONS, OSTask, Script
 
 if TYPE_CHECKING:
     from agentunit_gym.backends.sandbox.factory import SandboxKind
-
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("bash", "Run a bash script in your shell and see its output.",
-             (Param("script", "string", "the bash commands to run"),)),
-    ToolSpec("answer", "Give the final answer to the question; ends the episode.",
-             (Param("answer", "string", "the answer"),), commits=True),
-    ToolSpec("finish", "Say that the requested change is done; ends the episode.", commits=True),
-)
-
-GRAMMAR = (
-    "Reply with your reasoning after 'Think:' and then exactly one action:\n"
-    "  Act: bash\n  ```bash\n  <commands>\n  ```\n"
-    "  Act: answer(<your answer>)\n"
-    "  Act: finish\n"
-    "Use answer(...) for questions, finish when you were asked to change the system. "
-    "If a reply has several 'Act:' lines, the last one counts.\n"
-    "Instead of the Act: forms you may send one JSON tool call: "
-    '{"name": "bash", "arguments": {"script": "<commands>"}}, '
-    '{"name": "answer", "arguments": {"answer": "<text>"}} or {"name": "finish", "arguments": {}}.'
-)
-
-INTRO = (
-    "You are an assistant operating a Linux (Debian) shell as root. Each turn, run commands "
-    "to explore and act, then either answer the question or finish the task. Command output "
-    "is cut at {limit} characters."
-)
 
 CHECK_TIMEOUT = 60.0
 """Seconds a check or init script may run (ours, generous: a slow check is not the agent's fault)."""
@@ -63,7 +40,6 @@ _ACT = re.compile(r"^[ \t>*#-]*Act\s*:[ \t]*(.*)$", re.MULTILINE | re.IGNORECASE
 _KEYWORD = re.compile(r"([A-Za-z_][\w-]*)")
 _FENCE_OPEN = re.compile(r"^[ \t]*```[ \t]*(bash|sh|shell)?[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
-_KEYWORDS = ["bash", "answer", "finish"]
 
 
 class OSEnv(AgentEnv[OSTask]):
@@ -85,10 +61,10 @@ class OSEnv(AgentEnv[OSTask]):
         BackendUnavailableError: the backend asked for cannot run here.
     """
 
-    domain = "os"
+    domain = DOMAIN.name
     task_model = OSTask
     tools = TOOLS
-    default_max_steps = 8
+    default_max_steps = DOMAIN.step_limit
     grammar = GRAMMAR
 
     def __init__(
@@ -196,7 +172,7 @@ class OSEnv(AgentEnv[OSTask]):
         return ActionError(
             ActionIssue.UNKNOWN_TOOL,
             f"unknown action {keyword!r}; the actions are bash, answer(...) and finish.",
-            hint=suggest(keyword, _KEYWORDS), tool=keyword,
+            hint=suggest(keyword, list(TOOL_NAMES)), tool=keyword,
         )
 
     def _parse_bash_block(self, after: str, thought: str) -> Action | ActionError:
@@ -274,7 +250,7 @@ class OSEnv(AgentEnv[OSTask]):
             assert script is not None  # the spec requires an example for null entries
             if script.builtin is not None:
                 # A helper compares $1 and $2 and prints nothing: evaluate it here, no process.
-                passed = BUILTIN_FUNCTIONS[script.builtin](params[0], params[1] if len(params) > 1 else "")
+                passed = CHECK_HELPERS[script.builtin].matches(params[0], params[1] if len(params) > 1 else "")
                 status, output = ("passed" if passed else "exit code 1"), ""
             else:
                 result = self._run_script(script, base, tuple(params))

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentunit_gym.envs.os_env import OSEnv
-from agentunit_gym.tasks.loader import load_bundled
-from agentunit_gym.tasks.os_spec import OSTask
+from agentunit_gym.core.registry import get_domain
+from agentunit_gym.domains.os.env import OSEnv
+from agentunit_gym.domains.os.task import OSTask
 
-SUITE: list[OSTask] = load_bundled("os", OSTask)
+SUITE: list[OSTask] = [t for t in get_domain("os").bundled_tasks() if isinstance(t, OSTask)]
 LOCAL = [t for t in SUITE if t.supports("local")]
 
 

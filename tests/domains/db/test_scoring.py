@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentunit_gym.envs.db_scoring import (
-    accuracy_by_family,
+from agentunit_gym.domains.db.metrics import accuracy_by_family, db_headline
+from agentunit_gym.domains.db.scoring import (
     answers_match,
-    db_headline,
     normalize_value,
     parse_answer_md5,
     parse_final_answer,
@@ -103,4 +102,7 @@ def test_accuracy_by_family_and_headline() -> None:
     # DELETE is reported but not part of the headline: (0.75 + 0.5 + 0.0) / 3.
     assert db_headline(acc) == pytest.approx(1.25 / 3)
     with pytest.raises(ConfigError, match="UPDATE"):
-        db_headline({"SELECT": 1.0, "INSERT": 1.0})
+        db_headline({"SELECT": 1.0, "INSERT": 1.0}, require_all=True)
+    # Without require_all (the evaluator's summary), the families present are averaged.
+    assert db_headline({"SELECT": 1.0, "INSERT": 0.5}) == pytest.approx(0.75)
+    assert db_headline({"DELETE": 1.0}) is None

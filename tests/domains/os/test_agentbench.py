@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from agentunit_gym.domains.os.agentbench import load_agentbench_os
 from agentunit_gym.errors import ConfigError, TaskFileError
-from agentunit_gym.tasks.agentbench_os import load_agentbench_os
 
 INTEGER_MATCH = """import sys
 sys.exit(0 if int(sys.argv[1].strip()) == int(sys.argv[2].strip()) else 1)
@@ -102,7 +102,7 @@ def test_a_bad_item_names_file_task_and_field(tmp_path: Path) -> None:
 
 
 def _local_env(tasks: list[Any]) -> Any:
-    from agentunit_gym.envs.os_env import OSEnv
+    from agentunit_gym.domains.os.env import OSEnv
 
     return OSEnv(backend="local", tasks=tasks)
 

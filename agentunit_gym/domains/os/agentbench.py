@@ -18,19 +18,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.errors import ConfigError, TaskFileError
-from agentunit_gym.tasks.loader import parse_tasks, read_task_text
-from agentunit_gym.tasks.os_spec import OSTask
+from agentunit_gym.tasks.loader import LoadProblem, LoadResult, parse_tasks, read_task_text
 
 SPLITS = ("dev", "test")
 
 
-def load_agentbench_os(data_dir: str | Path, splits: Iterable[str] = SPLITS) -> list[OSTask]:
+def load_agentbench_os(
+    data_dir: str | Path, splits: Iterable[str] = SPLITS, *, problems: list[LoadProblem] | None = None
+) -> list[OSTask]:
     """Load the OS items of an AgentBench checkout.
 
     Args:
         data_dir: the checkout's ``data/`` folder (or its ``os_interaction`` folder).
         splits: ``"dev"`` and/or ``"test"``.
+        problems: when given, an item (or file) that does not convert is appended here and
+            the rest still load; when None, the first one raises.
 
     Returns:
         The tasks, dev first, then test folders in numeric order, files sorted by name.
@@ -49,14 +53,15 @@ def load_agentbench_os(data_dir: str | Path, splits: Iterable[str] = SPLITS) -> 
     if "dev" in wanted:
         dev = root / "data" / "dev.json"
         if dev.is_file():
-            tasks.extend(_load_file(dev, prefix="dev-001", script_dir=root / "scripts" / "dev"))
+            tasks.extend(_load_file(dev, prefix="dev-001", script_dir=root / "scripts" / "dev", problems=problems))
     if "test" in wanted:
         data = root / "data"
         folders = sorted((p for p in data.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
         for folder in folders:
             prefix = f"std-{int(folder.name):03d}"
             for file in sorted(folder.glob("*.json")):
-                tasks.extend(_load_file(file, prefix=prefix, script_dir=root / "scripts" / folder.name))
+                tasks.extend(_load_file(file, prefix=prefix, script_dir=root / "scripts" / folder.name,
+                                        problems=problems))
     return tasks
 
 
@@ -89,15 +94,50 @@ def _read_items(path: Path) -> list[Any]:
     return data if isinstance(data, list) else [data]
 
 
-def _load_file(path: Path, *, prefix: str, script_dir: Path) -> list[OSTask]:
-    converted: list[Any] = []
-    for index, item in enumerate(_read_items(path)):
+def _load_file(path: Path, *, prefix: str, script_dir: Path, problems: list[LoadProblem] | None) -> list[OSTask]:
+    try:
+        items = _read_items(path)
+    except TaskFileError as exc:
+        if problems is None:
+            raise
+        problems.append(LoadProblem(exc.path, exc.message))
+        return []
+    tasks: list[OSTask] = []
+    for index, item in enumerate(items):
         task_id = f"{prefix}-{path.stem}-{index:05d}"
-        if not isinstance(item, dict):
-            raise TaskFileError(str(path), f"item {index} is a {type(item).__name__}, expected an object.",
-                                task_id=task_id)
-        converted.append(convert_item(item, task_id=task_id, script_dir=script_dir, source=f"{path}#{index}"))
-    return parse_tasks(converted, OSTask, path=str(path))
+        try:
+            if not isinstance(item, dict):
+                raise TaskFileError(str(path), f"item {index} is a {type(item).__name__}, expected an object.",
+                                    task_id=task_id)
+            converted = convert_item(item, task_id=task_id, script_dir=script_dir, source=f"{path}#{index}")
+            tasks.extend(parse_tasks([converted], OSTask, path=str(path), first_index=index))
+        except TaskFileError as exc:
+            if problems is None:
+                raise
+            problems.append(LoadProblem(f"{path}#{index}", exc.message, task_id, exc.field))
+    return tasks
+
+
+def is_agentbench_os(path: Path) -> bool:
+    """Whether ``path`` is an AgentBench checkout's ``data/`` (or ``os_interaction``) folder."""
+    if not path.is_dir():
+        return False
+    try:
+        _os_root(path)
+    except (TaskFileError, OSError):
+        return False
+    return True
+
+
+def collect_agentbench_os(path: Path) -> LoadResult:
+    """Every split of an AgentBench OS folder; an item that does not convert is a problem, not a stop.
+
+    Raises:
+        TaskFileError: ``path`` holds no AgentBench OS data.
+    """
+    problems: list[LoadProblem] = []
+    tasks = load_agentbench_os(path, problems=problems)
+    return LoadResult(tuple(tasks), tuple(problems))
 
 
 def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, source: str) -> dict[str, Any]:

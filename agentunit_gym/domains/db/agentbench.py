@@ -1,6 +1,6 @@
 """Load AgentBench's DB tasks (``dbbench/dev.jsonl``, ``dbbench/standard.jsonl``) as DB task specs.
 
-Each JSON line becomes a :class:`~agentunit_gym.tasks.db_spec.DBTask` with id
+Each JSON line becomes a :class:`~agentunit_gym.domains.db.task.DBTask` with id
 ``<split>-<line:05d>`` (split = file stem, line = index among the file's non-empty
 lines). The table is created the way AgentBench creates it: every column TEXT, in the
 listed order, in a database and a table both named after ``table_name`` (the backends
@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentunit_gym.domains.db.task import MODIFICATION_TYPES, DBTask
 from agentunit_gym.errors import TaskFileError
-from agentunit_gym.tasks.db_spec import MODIFICATION_TYPES, DBTask
+from agentunit_gym.tasks.loader import LoadProblem, LoadResult
 
 SPLIT_FILES: tuple[str, ...] = ("dev.jsonl", "standard.jsonl")
 """The dbbench files a directory is searched for, in this order."""
@@ -108,11 +109,13 @@ def agentbench_item_to_task(item: dict[str, Any], *, task_id: str, source: str) 
         raise fail(first["msg"], ".".join(str(p) for p in first["loc"]) or None) from exc
 
 
-def load_agentbench_db(path: str | Path) -> list[DBTask]:
+def load_agentbench_db(path: str | Path, *, problems: list[LoadProblem] | None = None) -> list[DBTask]:
     """Read AgentBench's dbbench tasks.
 
     Args:
         path: AgentBench's ``data/`` folder, its ``data/dbbench/`` folder, or one ``.jsonl`` file.
+        problems: when given, a line that does not convert is appended here and the rest
+            still load; when None, the first one raises.
 
     Returns:
         The tasks of every split found (dev first, then standard), ids ``<split>-<line:05d>``.
@@ -126,18 +129,52 @@ def load_agentbench_db(path: str | Path) -> list[DBTask]:
         try:
             lines = file.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise TaskFileError(str(file), f"cannot read the file ({exc}).") from exc
+            if problems is None:
+                raise TaskFileError(str(file), f"cannot read the file ({exc}).") from exc
+            problems.append(LoadProblem(str(file), f"cannot read the file ({exc})."))
+            continue
         index = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             task_id = f"{split}-{index:05d}"
+            index += 1  # ids count lines, so a bad line does not shift the ids after it
             try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskFileError(f"{file}:{number}", f"not valid JSON ({exc}).", task_id=task_id) from exc
-            if not isinstance(item, dict):
-                raise TaskFileError(f"{file}:{number}", "each line must be a JSON object.", task_id=task_id)
-            tasks.append(agentbench_item_to_task(item, task_id=task_id, source=f"{file}:{number}"))
-            index += 1
+                tasks.append(_line_to_task(line, file=file, number=number, task_id=task_id))
+            except TaskFileError as exc:
+                if problems is None:
+                    raise
+                problems.append(LoadProblem(f"{file}:{number}", exc.message, task_id, exc.field))
     return tasks
+
+
+def _line_to_task(line: str, *, file: Path, number: int, task_id: str) -> DBTask:
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(f"{file}:{number}", f"not valid JSON ({exc}).", task_id=task_id) from exc
+    if not isinstance(item, dict):
+        raise TaskFileError(f"{file}:{number}", "each line must be a JSON object.", task_id=task_id)
+    return agentbench_item_to_task(item, task_id=task_id, source=f"{file}:{number}")
+
+
+def is_agentbench_db(path: Path) -> bool:
+    """Whether ``path`` is a dbbench ``.jsonl`` file or a folder holding AgentBench's dbbench files."""
+    if path.is_file():
+        return path.suffix == ".jsonl"
+    try:
+        _files(path)
+    except (TaskFileError, OSError):
+        return False
+    return True
+
+
+def collect_agentbench_db(path: Path) -> LoadResult:
+    """Every dbbench split at ``path``; a line that does not convert is a problem, not a stop.
+
+    Raises:
+        TaskFileError: ``path`` holds no dbbench file.
+    """
+    problems: list[LoadProblem] = []
+    tasks = load_agentbench_db(path, problems=problems)
+    return LoadResult(tuple(tasks), tuple(problems))

@@ -1,0 +1,401 @@
+"""The declarative description every domain package exports: one place for a domain's facts.
+
+A domain (OS, DB, KG, WebShop, or a third party's) is one package,
+``agentunit_gym/domains/<name>/`` for the built-in ones, that exports a frozen
+:class:`Domain` and registers it under the Python entry-point group
+``agentunit_gym.domains`` (see :mod:`agentunit_gym.core.registry`). Everything above
+``core`` (gymnasium registration, the ``tasks`` commands, the eval CLI's ``--backend``
+choices and backend routing, the chat agent's prompts, the metrics catalog, the summary
+and the report) reads these descriptions and never names a domain itself.
+
+A minimal description (the full walk-through is docs/domains.md)::
+
+    DOMAIN = Domain(
+        name="echo",
+        title="Echo",
+        envs=(EnvSpec("AgentUnit/Echo-v0", "echo_domain.env:EchoEnv"),),
+        step_limit=5,
+        backends=(BackendSpec("inline", "in-process, no daemon", embedded=True),),
+        task_model=EchoTask,
+        suite=Path(__file__).parent / "suite",
+        prompt=Prompt(system="You repeat words.", example=(ExampleStep(...),)),
+    )
+
+The description is data: building it must not start containers, open connections or
+import heavy libraries. The env class is named by an entry-point string and imported only
+when an env is made.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from agentunit_gym.core.trace import EpisodeTrace
+from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.loader import LoadProblem, LoadResult, collect_tasks
+from agentunit_gym.tasks.spec import TaskSpec
+
+__all__ = [
+    "BackendSpec",
+    "Domain",
+    "DomainMetric",
+    "EnvSpec",
+    "ExampleStep",
+    "Headline",
+    "LoadProblem",
+    "LoadResult",
+    "Prompt",
+    "ReportSection",
+    "TaskLoader",
+    "import_object",
+]
+
+_NAME_PATTERN = "a lowercase identifier such as 'os' or 'webshop'"
+
+
+def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One gymnasium env id of the domain.
+
+    Bump the ``-vN`` suffix when observations, rewards or the task set change.
+    """
+
+    id: str
+    """Namespaced, versioned id, e.g. ``"AgentUnit/OS-v0"``."""
+    entry_point: str
+    """``"module:Class"`` of the env (a :class:`~agentunit_gym.core.env.AgentEnv` subclass),
+    imported only when the env is made."""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments ``gym.make`` passes to the env by default (a variant of the same class)."""
+
+    def __post_init__(self) -> None:
+        if "/" not in self.id or "-v" not in self.id:
+            raise ConfigError(f"env id {self.id!r} must look like 'Namespace/Name-vN'.")
+        if ":" not in self.entry_point:
+            raise ConfigError(f"env entry point {self.entry_point!r} must be 'module:Class'.")
+        object.__setattr__(self, "kwargs", _frozen_mapping(self.kwargs))
+
+    @property
+    def short_id(self) -> str:
+        """The id without its namespace (``"OS-v0"``), accepted by the eval CLI."""
+        return self.id.split("/", 1)[1]
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend an env of the domain can run on.
+
+    The env's constructor takes ``backend=<name>`` (or ``"auto"``); :attr:`opens` names the
+    shared backend package or factory that does the work, so that a domain reuses an engine
+    (``agentunit_gym.backends.sql``) instead of bringing its own.
+    """
+
+    name: str
+    """Value of the env's ``backend=`` option and of ``agentunit-gym eval --backend``."""
+    description: str
+    """One line for ``--help`` and docs: what runs where."""
+    embedded: bool = False
+    """Runs in-process or on the host with no daemon. Exactly one backend of a domain is the
+    embedded default, the one ``backend="auto"`` falls back to."""
+    needs_docker: bool = False
+    """Needs a Docker daemon (``backend="auto"`` prefers it when one answers)."""
+    opens: str | None = None
+    """``"module:callable"`` that opens this backend, or the shared backend package it comes
+    from (``"agentunit_gym.backends.sandbox"``); documentation and routing only, never called here."""
+
+
+@dataclass(frozen=True)
+class TaskLoader:
+    """A task-file format the domain reads besides its native YAML/JSON task files.
+
+    Native files (the task model's fields, see :mod:`agentunit_gym.tasks.loader`) are read by
+    every domain; a ``TaskLoader`` adds a foreign format, e.g. AgentBench's.
+    """
+
+    name: str
+    """Short format name, e.g. ``"agentbench"``."""
+    description: str
+    """What the format is and which files or folders it expects."""
+    detect: Callable[[Path], bool]
+    """Whether ``path`` (a file or folder) is in this format. Cheap and side-effect free:
+    looks at names and at most the first bytes, never raises for a readable path."""
+    load: Callable[[Path], LoadResult]
+    """Read ``path``: the tasks that converted (instances of the domain's task model, with
+    AgentBench's stable ids where the format has them) and one problem per item that did not.
+    Raises :class:`~agentunit_gym.errors.TaskFileError` only when nothing can be read at all."""
+
+
+@dataclass(frozen=True)
+class ExampleStep:
+    """One turn of the worked example shown to a chat agent before the real task.
+
+    The same step is written twice, so the ReAct and the tool-calling prompt show the same
+    episode: ``react`` is the reply in the domain's AgentBench grammar, ``tool`` and
+    ``arguments`` the same action as a tool call.
+    """
+
+    observation: str
+    """What the agent reads before this turn: the task for the first step, then the env's output."""
+    react: str
+    """The reply in the domain's ReAct grammar (``Think: ...\\nAct: ...``)."""
+    tool: str
+    """The tool of the same action, as in the env's tool table."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """The tool call's arguments."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", _frozen_mapping(self.arguments))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the OpenAI-compatible chat agent is told about the domain."""
+
+    system: str
+    """The system text: who the agent is and how a turn goes (the grammar is appended from
+    the env's ``info["grammar"]`` in ReAct mode)."""
+    example: tuple[ExampleStep, ...] = ()
+    """One worked example as prior turns (AgentBench's one-shot style); empty for none."""
+
+
+@dataclass(frozen=True)
+class DomainMetric:
+    """A metric only this domain has, added to the evaluator's catalog.
+
+    Computed from episode traces only; episodes of other domains return None from
+    :attr:`extract` and are not counted.
+    """
+
+    name: str
+    """Metric name in summary.json and the report (prefix it with the domain name)."""
+    description: str
+    """One sentence for docs/metrics.md and the report."""
+    kind: Literal["rate", "mean"]
+    """``rate``: extract gives a yes/no per episode (Wilson interval); ``mean``: a number
+    per episode (bootstrap interval)."""
+    extract: Callable[[EpisodeTrace], bool | float | None]
+    """The episode's value, None when the episode does not qualify."""
+    unit: str = "share"
+    """How to print the value: ``share`` (a percentage), ``score``, ``steps``, ``s`` ..."""
+    higher_is_better: bool | None = True
+    """Direction, for the report's colouring; None when neither is better."""
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The domain's headline number, as its benchmark reports it.
+
+    A stratified mean: each episode falls into one stratum (:attr:`stratum`, read from the
+    score's components, never from labels), the per-stratum means of :attr:`value` are
+    taken, and :attr:`combine` turns them into the headline. The evaluator's interval
+    resamples within each stratum. AgentBench's DB headline: strata are the SQL families,
+    value is success, combine is the mean of SELECT, INSERT and UPDATE.
+    """
+
+    name: str
+    """Metric name, e.g. ``"db_headline"``."""
+    description: str
+    """One sentence for docs and the report."""
+    stratum: Callable[[EpisodeTrace], str | None]
+    """The stratum of an episode of this domain, None when it does not count."""
+    combine: Callable[[Mapping[str, float]], float | None]
+    """The headline from the per-stratum means; None when it is undefined for those strata."""
+    value: Callable[[EpisodeTrace], float] = field(default=lambda t: float(t.score.success) if t.score else 0.0)
+    """An episode's value inside its stratum (default: success as 0/1)."""
+    unit: str = "share"
+    """How to print the value."""
+
+    def strata(self, traces: Sequence[EpisodeTrace]) -> dict[str, list[float]]:
+        """The values of ``traces`` per stratum (episodes without one are left out)."""
+        out: dict[str, list[float]] = {}
+        for t in traces:
+            key = self.stratum(t)
+            if key is not None:
+                out.setdefault(key, []).append(self.value(t))
+        return out
+
+    def compute(self, traces: Sequence[EpisodeTrace]) -> float | None:
+        """The headline of ``traces`` (no interval), None when no episode counts."""
+        groups = self.strata(traces)
+        if not groups:
+            return None
+        return self.combine({k: sum(v) / len(v) for k, v in groups.items()})
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """A block of the HTML report and the terminal summary for this domain."""
+
+    title: str
+    """Heading, e.g. ``"DB: AgentBench families"``."""
+    metrics: tuple[str, ...]
+    """Metric names shown in the block (the domain's metrics, its headline, catalog metrics)."""
+    description: str = ""
+    """A sentence under the heading."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Everything agentunit-gym needs to know about one domain.
+
+    Build it once at import of the domain package (as ``DOMAIN``) and register it under the
+    entry-point group ``agentunit_gym.domains``; see :mod:`agentunit_gym.core.registry`.
+
+    Raises:
+        ConfigError: an inconsistent description (no embedded backend, a duplicate backend,
+            a step limit below 1 ...), at construction, so a broken domain fails when it loads.
+    """
+
+    name: str
+    """Short lowercase name (``"os"``, ``"db"``): ``info["domain"]``, ``--domain`` values, trace field."""
+    title: str
+    """Human name for tables and the report (``"OS interaction"``)."""
+    envs: tuple[EnvSpec, ...]
+    """The gymnasium ids of the domain (at least one)."""
+    step_limit: int
+    """AgentBench's turn limit for the domain: the env's default ``max_steps`` and
+    ``LimitEpisode``'s default. A task's own ``max_steps`` overrides it."""
+    backends: tuple[BackendSpec, ...]
+    """The backends the env accepts as ``backend=``; one of them is ``embedded``."""
+    task_model: type[TaskSpec]
+    """The frozen pydantic model of a task (a :class:`~agentunit_gym.tasks.spec.TaskSpec` subclass)."""
+    prompt: Prompt
+    """System text and worked example for the chat agent."""
+    suite: Path | None = None
+    """Folder of the bundled suite (package data, native task files); None for none."""
+    loaders: tuple[TaskLoader, ...] = ()
+    """Foreign task formats (AgentBench's), tried before the native format."""
+    traps: Path | None = None
+    """The bundled trap library (YAML, see :mod:`agentunit_gym.wrappers.traps`); None for none."""
+    metrics: tuple[DomainMetric, ...] = ()
+    """Metrics only this domain has."""
+    headline: Headline | None = None
+    """The benchmark's headline number; None when the catalog's success rate is the headline."""
+    report_sections: tuple[ReportSection, ...] = ()
+    """Extra blocks of the report for runs with episodes of this domain."""
+    description: str = ""
+    """A paragraph for ``docs`` and ``tasks list``: what the agent does in this domain."""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.isidentifier() or self.name != self.name.lower():
+            raise ConfigError(f"domain name {self.name!r} must be {_NAME_PATTERN}.")
+        if not self.envs:
+            raise ConfigError(f"domain {self.name!r} declares no env id.")
+        if not isinstance(self.step_limit, int) or self.step_limit < 1:
+            raise ConfigError(f"domain {self.name!r}: step_limit must be an integer of at least 1.")
+        names = [b.name for b in self.backends]
+        if len(set(names)) != len(names) or "auto" in names:
+            raise ConfigError(f"domain {self.name!r}: backend names must be unique and not 'auto', got {names}.")
+        if sum(b.embedded for b in self.backends) != 1:
+            raise ConfigError(f"domain {self.name!r}: exactly one backend must be the embedded default.")
+        if not (isinstance(self.task_model, type) and issubclass(self.task_model, TaskSpec)):
+            raise ConfigError(f"domain {self.name!r}: task_model must be a TaskSpec subclass.")
+        loader_names = [lo.name for lo in self.loaders]
+        if "native" in loader_names or len(set(loader_names)) != len(loader_names):
+            raise ConfigError(f"domain {self.name!r}: loader names must be unique and not 'native'.")
+
+    # ------------------------------------------------------------ envs and backends
+
+    @property
+    def env_ids(self) -> tuple[str, ...]:
+        """Every env id of the domain."""
+        return tuple(e.id for e in self.envs)
+
+    @property
+    def backend_names(self) -> tuple[str, ...]:
+        """The concrete backend names (``auto`` is always accepted besides them)."""
+        return tuple(b.name for b in self.backends)
+
+    @property
+    def embedded_backend(self) -> BackendSpec:
+        """The backend that needs no daemon: what ``backend="auto"`` falls back to."""
+        return next(b for b in self.backends if b.embedded)
+
+    def backend(self, name: str) -> BackendSpec:
+        """The backend called ``name``.
+
+        Raises:
+            ConfigError: the domain has no such backend.
+        """
+        for b in self.backends:
+            if b.name == name:
+                return b
+        raise ConfigError(
+            f"the {self.name} domain has no backend {name!r}; use auto or one of {', '.join(self.backend_names)}."
+        )
+
+    # ------------------------------------------------------------------- tasks
+
+    def bundled_tasks(self) -> list[TaskSpec]:
+        """The bundled suite, validated by the task model (cached per process).
+
+        Raises:
+            TaskFileError: a bundled file does not validate.
+        """
+        if self.suite is None:
+            return []
+        from agentunit_gym.tasks.loader import load_suite  # the cache lives in the tasks layer
+
+        return list(load_suite(self.suite, self.task_model))
+
+    def detect_format(self, path: str | Path) -> str:
+        """The name of the format of ``path``: a loader's name, else ``"native"``."""
+        p = Path(path)
+        for loader in self.loaders:
+            if loader.detect(p):
+                return loader.name
+        return "native"
+
+    def load_tasks(self, path: str | Path, *, format: str | None = None) -> LoadResult:
+        """Read tasks from ``path`` in its detected (or the given) format, keeping going past bad items.
+
+        Args:
+            path: a task file or folder (native), or whatever a loader reads.
+            format: ``"native"`` or a loader's name; None detects it.
+
+        Returns:
+            The tasks that converted and the problems of the items that did not.
+
+        Raises:
+            ConfigError: an unknown format name.
+            TaskFileError: nothing at ``path`` can be read.
+        """
+        p = Path(path)
+        chosen = format or self.detect_format(p)
+        if chosen == "native":
+            return collect_tasks(p, self.task_model)
+        for loader in self.loaders:
+            if loader.name == chosen:
+                return loader.load(p)
+        known = ", ".join(["native", *(lo.name for lo in self.loaders)])
+        raise ConfigError(f"the {self.name} domain reads no format {chosen!r}; formats: {known}.")
+
+
+def import_object(target: str) -> Any:
+    """The object named by ``"module:attribute"`` (dotted attributes allowed).
+
+    Raises:
+        ConfigError: a malformed target, a module that does not import, or a missing attribute.
+    """
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"{target!r} must be 'module:attribute'.")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} (from {target!r}): {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ConfigError(f"{module_name!r} has no attribute {attribute!r} (from {target!r}).") from exc
+    return obj

@@ -1,0 +1,43 @@
+"""The DB domain's description: every fact the rest of agentunit-gym reads about it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskLoader
+from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
+from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
+from agentunit_gym.domains.db.prompt import PROMPT
+from agentunit_gym.domains.db.task import DBTask
+
+_HERE = Path(__file__).parent
+
+STEP_LIMIT = 15
+"""AgentBench's turn limit for the DB task."""
+
+DOMAIN = Domain(
+    name="db",
+    title="Database (SQL)",
+    description="The agent runs SQL on its own episode database, then answers (SELECT family) or "
+                "commits its changes (INSERT / UPDATE / DELETE, graded by AgentBench's table hash).",
+    envs=(EnvSpec("AgentUnit/DB-v0", "agentunit_gym.domains.db.env:DBEnv"),),
+    step_limit=STEP_LIMIT,
+    backends=(
+        BackendSpec("mysql", "a MariaDB (MySQL-compatible) server in a container, or an existing one by DSN",
+                    needs_docker=True, opens="agentunit_gym.backends.sql.factory:open_sql_backend"),
+        BackendSpec("sqlite", "embedded SQLite in the env's process, no daemon",
+                    embedded=True, opens="agentunit_gym.backends.sql.factory:open_sql_backend"),
+    ),
+    task_model=DBTask,
+    loaders=(
+        TaskLoader("agentbench", "AgentBench's dbbench JSON Lines: a .jsonl file, or the data/ or data/dbbench/ "
+                                 "folder holding dev.jsonl and standard.jsonl",
+                   detect=is_agentbench_db, load=collect_agentbench_db),
+    ),
+    suite=_HERE / "suite",
+    traps=_HERE / "traps.yaml",
+    prompt=PROMPT,
+    metrics=METRICS,
+    headline=HEADLINE,
+    report_sections=REPORT_SECTIONS,
+)

@@ -1,0 +1,43 @@
+"""The OS domain's description: every fact the rest of agentunit-gym reads about it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, ReportSection, TaskLoader
+from agentunit_gym.domains.os.agentbench import collect_agentbench_os, is_agentbench_os
+from agentunit_gym.domains.os.prompt import PROMPT
+from agentunit_gym.domains.os.task import OSTask
+
+_HERE = Path(__file__).parent
+
+STEP_LIMIT = 8
+"""AgentBench's turn limit for OS interaction."""
+
+DOMAIN = Domain(
+    name="os",
+    title="OS interaction",
+    description="The agent works in one persistent bash inside a sandbox, then answers a question "
+                "or says it changed the system; graded by an exact match or a check pipeline.",
+    envs=(EnvSpec("AgentUnit/OS-v0", "agentunit_gym.domains.os.env:OSEnv"),),
+    step_limit=STEP_LIMIT,
+    backends=(
+        BackendSpec("docker", "one container per env from the project's image, --network none",
+                    needs_docker=True, opens="agentunit_gym.backends.sandbox.factory:open_sandbox"),
+        BackendSpec("local", "Linux namespaces on the host (bubblewrap or unshare), no daemon",
+                    embedded=True, opens="agentunit_gym.backends.sandbox.factory:open_sandbox"),
+    ),
+    task_model=OSTask,
+    loaders=(
+        TaskLoader("agentbench", "an AgentBench checkout's data/ (or data/os_interaction/) folder: dev.json "
+                                 "and the numbered test folders, with their scripts",
+                   detect=is_agentbench_os, load=collect_agentbench_os),
+    ),
+    suite=_HERE / "suite",
+    traps=_HERE / "traps.yaml",
+    prompt=PROMPT,
+    report_sections=(
+        ReportSection("OS: grading", ("exact_match", "success_rate", "step_efficiency"),
+                      "Tasks graded by a match compare the answer; check tasks run their pipeline."),
+    ),
+)
