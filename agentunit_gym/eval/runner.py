@@ -79,9 +79,6 @@ copy: pickling, pipes, and a backend start per process) on these I/O-bound envs.
 OBSERVATION_CAP = 4000
 """Characters of each observation and reply kept in a trace the runner builds itself."""
 
-OS_BACKENDS = ("docker", "local")
-DB_BACKENDS = ("mysql", "sqlite")
-
 
 class EvalConfig(BaseModel):
     """Everything that defines a run (written to ``config.json``; a resume must match it)."""
@@ -157,11 +154,14 @@ def backend_for(env_id: str, backends: Sequence[str]) -> str:
     Raises:
         ConfigError: an unknown backend name, or two backends of one kind.
     """
-    known = {"auto", *OS_BACKENDS, *DB_BACKENDS}
+    from agentunit_gym.core import registry
+
+    kinds = {d.name: d.backend_names for d in registry.domains()}
+    known = {"auto", *(name for names in kinds.values() for name in names)}
     for b in backends:
         if b not in known:
-            raise ConfigError(f"unknown backend {b!r}: use auto, {', '.join(OS_BACKENDS + DB_BACKENDS)}.")
-    kind = {"os": OS_BACKENDS, "db": DB_BACKENDS}.get(env_domain(env_id) or "", ())
+            raise ConfigError(f"unknown backend {b!r}: use {', '.join(sorted(known))}.")
+    kind = kinds.get(env_domain(env_id) or "", ())
     mine = [b for b in backends if b in kind]
     if len(mine) > 1:
         raise ConfigError(f"two backends for {env_id}: {mine}; give one.")
