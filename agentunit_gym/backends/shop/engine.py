@@ -52,10 +52,10 @@ class Shop:
         catalog = catalog if catalog is not None else GeneratedCatalog()
         return cls(catalog, SearchIndex.open(catalog, root=cache_root, progress=progress))
 
-    def search(self, keywords: str) -> list[Product]:
+    def search(self, keywords: str) -> list[int]:
+        """Catalog positions of the hits (products are made only when a page shows them)."""
         with self._lock:  # bm25s' scorer is not documented as thread-safe
-            hits = self.index.search(keywords, SEARCH_RETURN_N)
-        return [self.catalog.product(i) for i in hits]
+            return self.index.search(keywords, SEARCH_RETURN_N)
 
 
 class EmbeddedSession(ShopSession):
@@ -66,7 +66,7 @@ class EmbeddedSession(ShopSession):
         self.goal = goal
         self._page = "search"
         self._keywords: str | None = None
-        self._results: list[Product] = []
+        self._results: list[int] = []
         self._page_number = 1
         self._product: Product | None = None
         self._options: dict[str, str] = {}
@@ -111,7 +111,7 @@ class EmbeddedSession(ShopSession):
             if wanted == PREV_PAGE.lower():
                 self._page_number -= 1
                 return self._go("results")
-            self._product = next(p for p in self._results if p.asin.lower() == wanted)
+            self._product = next(p for p in self._shown() if p.asin.lower() == wanted)
             self._options = {}
             return self._go("item")
         if self._page == "item":
@@ -129,6 +129,10 @@ class EmbeddedSession(ShopSession):
             return self._go("item")
         # a sub page: only '< Prev' is left (Back to Search was handled above)
         return self._go("item")
+
+    def _shown(self) -> list[Product]:
+        start = (self._page_number - 1) * PRODUCT_WINDOW
+        return [self._shop.catalog.product(i) for i in self._results[start:start + PRODUCT_WINDOW]]
 
     def _buy(self) -> MoveResult:
         assert self._product is not None
@@ -155,7 +159,7 @@ class EmbeddedSession(ShopSession):
                             keywords=None, options={})
         if page == "results":
             total = len(self._results)
-            shown = self._results[(self._page_number - 1) * PRODUCT_WINDOW: self._page_number * PRODUCT_WINDOW]
+            shown = self._shown()
             texts = [*instruction, BACK_TO_SEARCH, f"Page {self._page_number} (Total results: {total})"]
             buttons = [BACK_TO_SEARCH]
             if self._page_number > 1:

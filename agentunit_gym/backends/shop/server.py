@@ -302,7 +302,22 @@ def make_handler(service: ShopService) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class _QuietErrors:
+    """A client that hangs up mid-answer is its business, not an error worth a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[misc]
+
+
+class _TCPServer(_QuietErrors, ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _UnixHTTPServer(_QuietErrors, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
     def get_request(self) -> tuple[Any, Any]:
@@ -331,8 +346,7 @@ class ShopServer:
             os.chmod(unix, 0o666)
             self.url = f"unix://{unix}"
         else:
-            tcp = ThreadingHTTPServer((host, port), handler)
-            tcp.daemon_threads = True
+            tcp = _TCPServer((host, port), handler)
             self._httpd = tcp
             bound_host, bound_port = tcp.server_address[:2]
             shown = bound_host if isinstance(bound_host, str) else bound_host.decode()

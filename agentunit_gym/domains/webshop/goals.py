@@ -104,6 +104,7 @@ def make_goal(rng: random.Random, product: Product, number: int, catalog_ref: st
 
 def reference_visit(shop: Shop, goal: dict[str, Any], product: Product) -> list[dict[str, Any]] | None:
     """The shop visit that buys the target with the goal's options; None if no query lists it."""
+    catalog = shop.catalog
     kind = product_type(product)
     kind_name = kind.name if kind is not None else product.query
     queries = [
@@ -111,10 +112,11 @@ def reference_visit(shop: Shop, goal: dict[str, Any], product: Product) -> list[
         f"{product.title.split()[0].lower()} {kind_name}",
         product.title.lower(),
     ]
+    target = catalog.index_of(product.asin)
     for query in queries:
-        hits = [p.asin for p in shop.search(query)]
-        if product.asin in hits:
-            page = hits.index(product.asin) // PRODUCT_WINDOW
+        hits = shop.search(query)
+        if target in hits:
+            page = hits.index(target) // PRODUCT_WINDOW
             steps: list[dict[str, Any]] = [{"search": query}]
             steps += [{"click": "Next >"}] * page
             steps.append({"click": product.asin})
