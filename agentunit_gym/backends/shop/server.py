@@ -362,6 +362,15 @@ class ShopServer:
     def serve_forever(self) -> None:
         self._httpd.serve_forever()
 
+    def serve_until_interrupted(self) -> None:
+        """Block until Ctrl-C (the serving thread keeps answering meanwhile)."""
+        stop = threading.Event()
+        try:
+            while not stop.wait(3600):
+                pass
+        except KeyboardInterrupt:
+            return
+
     def close(self) -> None:
         """Stop serving and close the socket. Idempotent."""
         if self._thread is not None:

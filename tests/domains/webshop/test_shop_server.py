@@ -137,3 +137,29 @@ def test_env_server_backend_refuses_webshop_files_without_url(tmp_path: Path) ->
 
     with pytest.raises(ConfigError, match="run a server"):
         open_shop_backend("server", webshop_data=tmp_path)
+
+
+@pytest.mark.catalog
+def test_webshop_serve_command_prints_a_playable_goal_url(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from agentunit_gym.cli.main import build_parser
+    from agentunit_gym.domains.webshop import DOMAIN
+    from agentunit_gym.domains.webshop.cli import _serve
+    from agentunit_gym.domains.webshop.serve import open_play_server
+    from agentunit_gym.errors import TaskNotFoundError
+
+    args = build_parser().parse_args(["webshop", "serve", "--goal", "webshop-0007"])
+    assert args.func is _serve and args.goal == "webshop-0007"
+    goal = next(t for t in DOMAIN.bundled_tasks() if t.id == "webshop-0007")
+    seen: list[str] = []
+
+    def visit() -> None:
+        url = capsys.readouterr().out.split("open ", 1)[1].split()[0]
+        assert url.endswith("/play/webshop-0007")
+        seen.append(urllib.request.urlopen(url, timeout=10).read().decode())
+
+    assert _serve(argparse.Namespace(goal="webshop-0007", host="127.0.0.1", port=0), wait=visit) == 0
+    assert goal.instruction in seen[0] and "id='search_input'" in seen[0]
+    with pytest.raises(TaskNotFoundError, match="no bundled WebShop goal"):
+        open_play_server("webshop-9999")
