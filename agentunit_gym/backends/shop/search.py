@@ -11,6 +11,7 @@ The cache root is ``$AGENTUNIT_CACHE_DIR`` when set, else ``~/.cache/agentunit-g
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -23,6 +24,8 @@ import numpy as np
 
 from agentunit_gym.backends.shop.catalog import Catalog
 from agentunit_gym.errors import BackendError, MissingDependencyError
+
+logger = logging.getLogger("agentunit_gym")
 
 SEARCH_RETURN_N = 50
 """How many hits a search returns (WebShop's value)."""
@@ -85,6 +88,8 @@ class SearchIndex:
         """
         folder = cls.directory(catalog, root)
         if not (folder / "params.index.json").is_file():
+            logger.warning("building the WebShop search index of %d products on first use (about 10 s per 100k; "
+                           "cached in %s)", len(catalog), folder)
             cls.build(catalog, folder, progress=progress)
         return cls.load(folder, len(catalog), mmap=mmap)
 

@@ -27,7 +27,15 @@ from typing import Any, ClassVar
 
 from agentunit_gym.backends.shop.base import MoveResult, PageView, ShopBackend, ShopSession
 from agentunit_gym.backends.shop.catalog import Catalog
-from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec
+from agentunit_gym.core.actions import (
+    Action,
+    ActionError,
+    ActionIssue,
+    Param,
+    ToolSpec,
+    looks_like_json_call,
+    split_json_call,
+)
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.webshop.domain import DOMAIN
@@ -36,6 +44,9 @@ from agentunit_gym.errors import ConfigError, EpisodeStateError
 
 log = logging.getLogger(__name__)
 
+
+_AGENTBENCH_TOOLS = {"search_action": ("search", "keywords"), "click_action": ("click", "value")}
+"""AgentBench's tool-calling WebShop task names its tools so; their one argument is the value."""
 
 _ACTION = re.compile(r"[Aa]ction: *\n* *((search|click)\[(.+?)])", re.DOTALL)
 _OTHER = re.compile(r"[Aa]ction: *\n* *([A-Za-z_]\w*)\s*\[")
@@ -136,6 +147,17 @@ class WebShopEnv(AgentEnv[WebShopTask]):
     def view(self) -> PageView:
         """The page the agent is on."""
         return self._episode().view
+
+    def parse_action(self, text: str) -> Action | ActionError:
+        """Like the base, and AgentBench's function-calling tool names (``search_action``,
+        ``click_action``, whose one argument it reads by position) are accepted too."""
+        if isinstance(text, str) and looks_like_json_call(text):
+            call = split_json_call(text)
+            if not isinstance(call, ActionError) and call[0] in _AGENTBENCH_TOOLS and len(call[1]) == 1:
+                tool, param = _AGENTBENCH_TOOLS[call[0]]
+                (value,) = call[1].values()
+                text = json.dumps({"name": tool, "arguments": {param: value}}, ensure_ascii=False)
+        return super().parse_action(text)
 
     def _start_episode(self, task: WebShopTask) -> str:
         self._session = self._backend().open_session(task.goal())

@@ -61,6 +61,13 @@ def test_agentbench_action_regex(env: WebShopEnv) -> None:
     assert unknown.reason is FinishReason.INVALID_ACTION  # type: ignore[union-attr]
 
 
+def test_agentbench_tool_names_are_accepted(env: WebShopEnv, small_goals: list[WebShopTask]) -> None:
+    env.reset(options={"task_id": small_goals[0].id})
+    action = env.parse_action('{"name": "search_action", "arguments": {"query": "red shirt"}}')
+    assert action.tool == "search" and action.arguments == {"keywords": "red shirt"}  # type: ignore[union-attr]
+    assert env.parse_action('{"name": "click_action", "arguments": "{\\"item\\": \\"x\\"}"}').tool == "click"  # type: ignore[union-attr]
+
+
 def test_invalid_click_and_search_are_invalid_actions_listing_clickables(env: WebShopEnv,
                                                                         small_goals: list[WebShopTask]) -> None:
     env.reset(options={"task_id": small_goals[0].id})
