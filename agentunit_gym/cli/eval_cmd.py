@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentunit_gym.core import registry
-from agentunit_gym.eval.runner import DEFAULT_VECTOR_MODE
+from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE
 
 
 def backend_choices() -> list[str]:
@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", default="oracle", help="oracle | random | openai:<model> | module:attr (default oracle)")
     p.add_argument("--backend", action="append", dest="backends", metavar="BACKEND", choices=backend_choices(),
                    help=f"auto | {backend_help()}; repeatable, one per domain; default auto")
+    p.add_argument("--tasks", type=Path, default=None, metavar="PATH",
+                   help="tasks instead of the bundled suite: native task files or folders, or a format the env's "
+                        "domain detects (e.g. an AgentBench checkout's data/); give one --env with it")
     p.add_argument("-n", type=int, default=None, help="tasks sampled per env (seeded); default all")
     p.add_argument("--runs", type=int, default=1, help="repeats per task (for pass@k, pass^k); default 1")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight per env; default 4")
@@ -52,8 +55,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env variable holding the API key")
     p.add_argument("--tools", action="store_true", help="openai agents: native tool calling instead of ReAct text")
     p.add_argument("--prices", type=Path, default=None, help="JSON price table {model: [in, out] USD per 1M tokens}")
-    p.add_argument("--vector", choices=["sync", "threads", "async"], default=DEFAULT_VECTOR_MODE,
-                   help=f"vector env kind (default {DEFAULT_VECTOR_MODE}, measured fastest; docs/eval.md)")
+    p.add_argument("--vector", choices=["sync", "threads", "async"], default=None,
+                   help="run episodes in lockstep over this gymnasium vector env (RL-style; "
+                        f"{DEFAULT_VECTOR_MODE} was the fastest of the three). Default: asynchronous episodes, "
+                        "each stepping as soon as its own agent replies (docs/eval.md)")
+    p.add_argument("--max-rps", type=float, default=None,
+                   help="openai agents: requests per second to the endpoint at most, over all episodes")
     p.add_argument("--quiet", action="store_true", help="no progress bar or tables")
     p.set_defaults(func=run)
 
@@ -62,12 +69,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentunit_gym.eval.config import EvalConfig
     from agentunit_gym.eval.evaluate import evaluate
-    from agentunit_gym.eval.runner import EpisodeRecord, EvalConfig
+    from agentunit_gym.eval.records import EpisodeRecord
 
     agent_options: dict[str, Any] = {}
     if args.tools:
         agent_options["mode"] = "tools"
+    if args.max_rps is not None:
+        agent_options["max_rps"] = args.max_rps
     if args.prices is not None:
         from agentunit_gym.eval.openai_agent import load_price_table
 
@@ -75,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     env_options: dict[str, Any] = {}
     if args.max_steps is not None:
         env_options["max_steps"] = args.max_steps
+    if args.tasks is not None:
+        env_options["tasks"] = str(args.tasks.resolve())
     config = EvalConfig(
         envs=tuple(args.envs or env_ids()), agent=args.agent, backends=tuple(args.backends or ["auto"]), n=args.n,
         runs=args.runs, concurrency=args.concurrency, task_ids=tuple(args.task_ids),

@@ -11,6 +11,7 @@ step counting, JSON tool calls, classification of invalid replies, the step limi
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -32,11 +33,13 @@ from agentunit_gym.core.actions import (
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
-from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskNotFoundError
+from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.loader import load_tasks
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
+
+logger = logging.getLogger("agentunit_gym")
 
 InvalidPolicy = Literal["continue", "terminate"]
 
@@ -74,7 +77,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     """Base class of the AgentUnit envs.
 
     Args:
-        tasks: the suite: None for the bundled one, task files or folders, or task specs.
+        tasks: the suite: None for the bundled one, task files or folders (native, or a format
+            the domain's description detects, e.g. an AgentBench checkout), or task specs.
         max_steps: turn limit; None takes the task's, else the domain's AgentBench default.
         invalid_action: ``"continue"`` shows the feedback and goes on (AgentUnit's loop);
             ``"terminate"`` ends the episode with IF/IA (AgentBench's behaviour).
@@ -400,7 +404,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
             specs = get_domain(self.domain).bundled_tasks()
         elif isinstance(tasks, (str, Path)):
-            specs = load_tasks(tasks, self.task_model)
+            specs = self._load_path(Path(tasks))
         else:
             items = list(tasks)
             if all(isinstance(t, TaskSpec) for t in items):
@@ -411,6 +415,27 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                     raise ConfigError("tasks mixes task specs and task files; pass a list of one kind.")
                 specs = load_tasks(paths, self.task_model)
         return [self._coerce_task(t) for t in specs]
+
+    def _load_path(self, path: Path) -> Sequence[TaskSpec]:
+        """Native task files, or a foreign format the domain's description detects (AgentBench's).
+
+        Native files are all-or-nothing (the first bad task raises). A foreign file keeps its
+        good items: the ones that do not convert are logged as one warning, and only a path
+        with no usable task raises.
+        """
+        from agentunit_gym.core.registry import domain_names, get_domain
+
+        domain = get_domain(self.domain) if self.domain in domain_names() else None
+        if domain is None or domain.detect_format(path) == "native":
+            return load_tasks(path, self.task_model)
+        result = domain.load_tasks(path)
+        if result.problems:
+            logger.warning("%d item(s) of %s did not convert and are left out; the first: %s",
+                           len(result.problems), path, result.problems[0])
+        if not result.tasks:
+            result.raise_first()
+            raise TaskFileError(str(path), "no task in this file or folder.")
+        return result.tasks
 
     def _coerce_task(self, task: TaskSpec | dict[str, Any]) -> TaskT:
         if not isinstance(task, self.task_model):

@@ -1,7 +1,9 @@
 """Agents: the protocol the evaluator drives, and the built-in agents.
 
-An agent is anything with ``act(observation, info) -> str``. Optionally it has
-``reset(task_info)``, called with the env's reset ``info`` before each episode, and it
+An agent is anything with ``act(observation, info) -> str``, synchronous or ``async def``
+(the evaluator awaits an asynchronous agent on its event loop, so hundreds of episodes can
+wait on a model from one process; a synchronous one runs in a thread). Optionally it has
+``reset(task_info)`` (either kind too), called with the env's reset ``info`` before each episode, and it
 reports usage by returning an :class:`~agentunit_gym.core.trace.AgentReply` (a ``str``
 carrying a :class:`~agentunit_gym.core.trace.Usage`). A plain function
 ``f(observation, info) -> str`` is an agent too.
@@ -22,10 +24,13 @@ Built-ins, by the name ``--agent`` takes:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -40,8 +45,9 @@ REFERENCE_KEY = "reference_actions"
 class Agent(Protocol):
     """What the evaluator drives: one reply per observation."""
 
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        """The agent's reply to ``observation`` (an :class:`AgentReply` to report usage)."""
+    def act(self, observation: str, info: dict[str, Any]) -> str | Awaitable[str]:
+        """The agent's reply to ``observation`` (an :class:`AgentReply` to report usage);
+        ``async def act`` for an asynchronous agent."""
         ...
 
 
@@ -50,10 +56,54 @@ AgentFactory = Callable[[], Agent]
 
 
 def reset_agent(agent: Agent, info: dict[str, Any]) -> None:
-    """Call ``agent.reset(info)`` if the agent has one."""
+    """Call ``agent.reset(info)`` if the agent has one (run to completion when it is ``async``)."""
     reset = getattr(agent, "reset", None)
     if callable(reset):
-        reset(info)
+        result = reset(info)
+        if inspect.isawaitable(result):
+            _run_awaitable(result)
+
+
+async def reset_agent_async(agent: Agent, info: dict[str, Any], pool: Executor) -> None:
+    """Call ``agent.reset(info)`` if the agent has one: awaited when it is ``async``, else in ``pool``."""
+    reset = getattr(agent, "reset", None)
+    if not callable(reset):
+        return
+    if inspect.iscoroutinefunction(reset):
+        await reset(info)
+        return
+    result = await asyncio.get_running_loop().run_in_executor(pool, reset, info)
+    if inspect.isawaitable(result):
+        await result
+
+
+async def act_async(agent: Agent, observation: str, info: dict[str, Any], pool: Executor) -> str:
+    """The agent's reply from an event loop: awaited when ``act`` is ``async``, else run in ``pool``
+    (a synchronous ``act`` blocks, and the loop drives every other episode meanwhile)."""
+    if inspect.iscoroutinefunction(agent.act):
+        reply = await agent.act(observation, info)
+    else:
+        reply = await asyncio.get_running_loop().run_in_executor(pool, agent.act, observation, info)
+        if inspect.isawaitable(reply):  # a plain function that returned a coroutine
+            reply = await reply
+    # An AgentReply (a str subclass carrying usage) stays as it is: str() would drop the usage.
+    return reply if isinstance(reply, str) else str(reply)
+
+
+def act_blocking(agent: Agent, observation: str, info: dict[str, Any]) -> str:
+    """The agent's reply from a thread with no event loop (the lockstep loop's agent threads):
+    an ``async`` agent's reply is run to completion on a loop of this call's own."""
+    reply = agent.act(observation, info)
+    if inspect.isawaitable(reply):
+        reply = _run_awaitable(reply)
+    return reply if isinstance(reply, str) else str(reply)
+
+
+def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
+    async def wait() -> Any:
+        return await awaitable
+
+    return asyncio.run(wait())
 
 
 def needs_reference(agent: Agent) -> bool:
@@ -97,7 +147,7 @@ class OracleAgent:
 
 
 _WORD = re.compile(r"[A-Za-z0-9_./-]{2,}")
-_FALLBACK_WORDS = ("ls", "pwd", "echo", "1", "0", "SELECT 1", "cat", "x")
+_FALLBACK_WORDS = ("1", "0", "x", "yes", "no", "done")
 
 
 class RandomAgent:

@@ -10,6 +10,7 @@ runs out after a number of answers (OpenAI's 400 ``context_length_exceeded``)::
 
     with FakeChatServer(reply, latency_s=0.5) as server:
         agent = OpenAIChatAgent(OpenAIConfig(model="fake", base_url=server.base_url))
+        reply = asyncio.run(agent.act("Task: say 42", {}))   # the agent is asynchronous
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ class FakeChatServer:
             not per conversation), then refuse every later one as OpenAI refuses a
             conversation longer than the model's context: HTTP 400 with
             ``error.code == "context_length_exceeded"``. None: never.
+        retry_after: the ``Retry-After`` header (seconds) of a scripted 429.
+
+    ``arrivals`` holds each request's arrival time (``time.monotonic()``), beside ``statuses``.
     """
 
     def __init__(self, responder: Responder, *, latency_s: float = 0.0, failures: Iterable[int] = (),
-                 prompt_tokens_per_char: float = 0.25, context_limit_after: int | None = None) -> None:
+                 prompt_tokens_per_char: float = 0.25, context_limit_after: int | None = None,
+                 retry_after: str = "0") -> None:
         self.responder = responder
         self.latency_s = latency_s
         self.failures: deque[int] = deque(failures)
@@ -50,6 +55,8 @@ class FakeChatServer:
         self._answered = 0
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
+        self.arrivals: list[float] = []
+        self.retry_after = retry_after
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -83,6 +90,7 @@ class FakeChatServer:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
+                    server.arrivals.append(time.monotonic())
                     server.requests.append(body)
                     status: int = server.failures.popleft() if server.failures else 200
                     overflow = (status == 200 and server.context_limit_after is not None
@@ -104,7 +112,7 @@ class FakeChatServer:
                     return
                 if status != 200:
                     self._send(status, {"error": {"message": f"scripted status {status}", "code": status}},
-                               {"Retry-After": "0"} if status == 429 else {})
+                               {"Retry-After": server.retry_after} if status == 429 else {})
                     return
                 message = server.responder(body)
                 prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))

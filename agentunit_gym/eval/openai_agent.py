@@ -8,9 +8,13 @@ Two ways to talk to the env:
   the model's tool call is sent to the env as a JSON call, the observation comes back as
   the tool's result.
 
-Standard library HTTP only (``urllib``): one POST per turn does not need a client library.
-Retries with exponential backoff on 429 and 5xx and on connection failures, within a
-deadline per turn. A refusal because the conversation outgrew the model's context window
+Asynchronous: ``act`` is ``async def``, so the evaluator keeps hundreds of turns in flight
+from one event loop. Standard library HTTP (``urllib``), each request in a thread of a
+shared pool (an OpenAI SDK client replaces it later). Retries with exponential backoff on
+429 and 5xx and on connection failures, within a deadline per turn. Every agent talking to
+one endpoint shares its :class:`~agentunit_gym.eval.ratelimit.RateGate`: ``max_rps`` caps
+the requests per second of the whole process, and a 429's ``Retry-After`` holds every
+episode's requests, not only the one that got it. A refusal because the conversation outgrew the model's context window
 (:func:`context_limit_message`) raises :class:`~agentunit_gym.errors.AgentContextLimitError`
 at once, so the evaluator ends the episode as CLE. Tokens come from the response's
 ``usage``; cost from a price table (USD per million tokens) the user can extend.
@@ -18,14 +22,17 @@ at once, so the evaluator ends the episode as CLE. Tokens come from the response
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +41,7 @@ from agentunit_gym.core.domain import Prompt
 from agentunit_gym.core.registry import domain_names, get_domain
 from agentunit_gym.core.trace import AgentReply, Usage
 from agentunit_gym.errors import AgentContextLimitError, AgentUnitError, ConfigError
+from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
@@ -157,6 +165,8 @@ class OpenAIConfig:
         max_retries: retries after the first attempt on 429, 5xx and connection errors.
         backoff_s: the first backoff; doubled each retry, with jitter, capped at 30 s.
         prices: extra price table entries (USD per million input, output tokens).
+        max_rps: requests per second to this endpoint at most, over every episode of the
+            process (``--max-rps``); None for no limit.
     """
 
     model: str
@@ -170,6 +180,11 @@ class OpenAIConfig:
     max_retries: int = 5
     backoff_s: float = 1.0
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    max_rps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_rps is not None and self.max_rps <= 0:
+            raise ConfigError(f"max_rps must be positive, got {self.max_rps!r}.")
 
     def api_key(self) -> str | None:
         """The key from the environment.
@@ -263,6 +278,7 @@ class OpenAIChatAgent:
         self._messages: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
         self._pending_tool_call: str | None = None
+        self._gate: RateGate = endpoint_gate(config.base_url, config.max_rps)
 
     def reset(self, info: dict[str, Any]) -> None:
         """Start a new conversation for the task in ``info``."""
@@ -271,8 +287,8 @@ class OpenAIChatAgent:
         self._messages += example_turns(info, self.config.mode)
         self._pending_tool_call = None
 
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        """Send the observation, return the model's action with its usage.
+    async def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Send the observation, return the model's action with its usage (a coroutine).
 
         Raises:
             AgentContextLimitError: the endpoint refused the turn because the conversation
@@ -288,7 +304,7 @@ class OpenAIChatAgent:
         else:
             self._messages.append({"role": "user", "content": observation})
         started = time.perf_counter()
-        response = self._complete()
+        response = await self._complete()
         latency = time.perf_counter() - started
         message = (response.get("choices") or [{}])[0].get("message") or {}
         text = self._to_action(message)
@@ -325,7 +341,7 @@ class OpenAIChatAgent:
         return Usage(tokens_in=tokens_in, tokens_out=tokens_out, reasoning_tokens=details.get("reasoning_tokens"),
                      cost=cost, latency_s=latency)
 
-    def _complete(self) -> dict[str, Any]:
+    async def _complete(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": self._messages,
@@ -339,45 +355,76 @@ class OpenAIChatAgent:
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
+        loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self.config.turn_deadline_s
         delay = self.config.backoff_s
         last_error = ""
         for attempt in range(self.config.max_retries + 1):
+            await self._gate.acquire()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
             retry_after: float | None = None
             try:
-                with urllib.request.urlopen(request, timeout=min(self.config.request_timeout_s, remaining)) as resp:
-                    return dict(json.loads(resp.read().decode("utf-8")))
-            except urllib.error.HTTPError as exc:
-                body_text = exc.read(65536).decode("utf-8", "replace")
-                detail = body_text[:300]
-                if exc.code != 429 and exc.code < 500:
-                    overflow = context_limit_message(exc.code, body_text)
+                status, text, retry_after = await loop.run_in_executor(
+                    _http_pool(), _post, request, min(self.config.request_timeout_s, remaining))
+                if status == 200:
+                    return dict(json.loads(text))
+                detail = text[:300]
+                if status != 429 and status < 500:
+                    overflow = context_limit_message(status, text)
                     if overflow is not None:
-                        raise AgentContextLimitError(self.config.model, overflow, exc.code) from exc
+                        raise AgentContextLimitError(self.config.model, overflow, status)
                     raise ModelAPIError(
-                        f"{url} answered {exc.code}: {detail}. Check the model name, the key in "
-                        f"${self.config.api_key_env} and the base URL.", exc.code) from exc
-                last_error = f"HTTP {exc.code}: {detail}"
-                retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+                        f"{url} answered {status}: {detail}. Check the model name, the key in "
+                        f"${self.config.api_key_env} and the base URL.", status)
+                last_error = f"HTTP {status}: {detail}"
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
             except ValueError as exc:  # a 200 with a body that is not JSON: the server is broken; retry
                 last_error = f"invalid JSON in the response: {exc}"
             if attempt == self.config.max_retries:
                 break
-            # Full jitter keeps concurrent slots from retrying in lockstep after a shared 429.
-            wait = retry_after if retry_after is not None else random.uniform(0, delay)
-            wait = min(wait, 30.0, max(0.0, deadline - time.monotonic()))
-            time.sleep(wait)
+            if retry_after is not None:
+                # The endpoint said how long to wait: every episode's requests wait it out
+                # (the gate's pause), not only this one's.
+                self._gate.pause(min(retry_after, 30.0, max(0.0, deadline - time.monotonic())))
+            else:
+                # Full jitter keeps concurrent slots from retrying in lockstep after a shared failure.
+                await asyncio.sleep(min(random.uniform(0, delay), max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 30.0)
         raise ModelAPIError(
             f"{url} failed after {self.config.max_retries + 1} attempts within {self.config.turn_deadline_s:g} s "
             f"(last: {last_error}). Is the server up? Raise --request retries or the deadline if it is just slow."
         )
+
+
+HTTP_THREADS = 512
+"""Requests in flight at once over the process (each blocks a thread of the shared pool)."""
+
+_HTTP_POOL: ThreadPoolExecutor | None = None
+_HTTP_POOL_LOCK = threading.Lock()
+
+
+def _http_pool() -> ThreadPoolExecutor:
+    """The shared pool the blocking HTTP requests run in (made on first use; threads start on demand)."""
+    global _HTTP_POOL
+    with _HTTP_POOL_LOCK:
+        if _HTTP_POOL is None:
+            _HTTP_POOL = ThreadPoolExecutor(max_workers=HTTP_THREADS, thread_name_prefix="model-http")
+        return _HTTP_POOL
+
+
+def _post(request: urllib.request.Request, timeout: float) -> tuple[int, str, float | None]:
+    """One blocking POST: ``(status, body, Retry-After seconds or None)``; an HTTP error status is
+    returned, a connection failure raises."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return int(resp.status), resp.read().decode("utf-8"), None
+    except urllib.error.HTTPError as exc:
+        text = exc.read(65536).decode("utf-8", "replace")
+        return exc.code, text, _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -9,20 +9,19 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from agentunit_gym.core import text as core_text
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.score import Score
+from agentunit_gym.core.text import cap_text
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, TrapRecord, Usage
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env, derive_flags, jsonable, unique
 
-
-def cap_text(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, with a note of how much was cut."""
-    return core_text.cap_text(text, limit, "\n[... {omitted} more characters not recorded]")
+TRACE_NOTE = "\n[... {omitted} more characters not recorded]"
+"""What a trace shows after text cut at ``max_chars`` (see :func:`~agentunit_gym.core.text.cap_text`)."""
 
 
-class RecordTrace(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Build the episode's trace step by step; on the final step put it in ``info["trace"]``
     and, when ``directory`` is given, write it to ``<directory>/<task_id>--<episode_id>.json``.
 
@@ -112,20 +111,10 @@ class RecordTrace(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorAr
         self._steps = []
         self._pending = None
         self._done = False
-        self._trace = EpisodeTrace(
-            episode_id=uuid.uuid4().hex,
-            env_id=self.env_id,
-            domain=base.domain,
-            backend=str(info.get("backend", base.backend_name)),
-            task_id=str(info.get("task_id", task.id if task else "")),
-            category=str(info.get("category", "general")),
-            seed=seed,
-            instruction=str(info.get("instruction", "")),
-            prompt=cap_text(str(observation), self.max_chars),
-            optimal_steps=int(info.get("optimal_steps") or 1),
-            max_steps=_int_or_none(info.get("step_limit", info.get("max_steps"))),
-            started_at=time.time(),
-            metadata=dict(self.metadata),
+        self._trace = new_trace(
+            observation, info, episode_id=uuid.uuid4().hex, env_id=self.env_id, domain=base.domain,
+            backend=str(info.get("backend", base.backend_name)), task_id=task.id if task else "", seed=seed,
+            max_chars=self.max_chars, metadata=self.metadata,
         )
         self._ready_at = time.monotonic()
         return observation, info
@@ -139,23 +128,8 @@ class RecordTrace(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorAr
         timing = info.get("timing")
         if timing is not None and hasattr(timing, "env_s"):
             env_latency = float(timing.env_s)  # the env's own measure, without wrapper overhead
-        flags = unique([*(info.get("flags") or []), *derive_flags(info)])
-        record = StepRecord(
-            index=len(self._steps) + 1,
-            timestamp=started_wall,
-            raw_action=cap_text(str(action), self.max_chars),
-            action=jsonable(info["action"]) if isinstance(info.get("action"), dict) else None,
-            action_error=jsonable(info["action_error"]) if isinstance(info.get("action_error"), dict) else None,
-            thought=cap_text(str(info.get("thought") or ""), self.max_chars),
-            observation=cap_text(str(observation), self.max_chars),
-            observation_chars=len(observation),
-            execution=jsonable(info.get("execution") or {}),
-            execution_error=bool(info.get("execution_error")),
-            reward=float(reward),
-            env_latency_s=env_latency,
-            usage=usage,
-            flags=flags,
-        )
+        record = step_record(len(self._steps) + 1, action, observation, float(reward), info, usage=usage,
+                             env_latency_s=env_latency, timestamp=started_wall, max_chars=self.max_chars)
         self._steps.append(record)
         if terminated or truncated:
             info = self.on_episode_end(info)
@@ -185,32 +159,7 @@ class RecordTrace(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorAr
     def _finish(self, info: dict[str, Any]) -> EpisodeTrace:
         assert self._trace is not None  # reset() made it
         self._done = True
-        finish = info.get("finish_reason")
-        score = info.get("score")
-        trap = info.get("trap")
-        traps = []
-        if isinstance(trap, dict):
-            traps.append(TrapRecord(trap_id=str(trap["trap_id"]), placement=str(trap["placement"]),
-                                    verdict=str(trap["verdict"]), evidence=[str(e) for e in trap.get("evidence", [])]))
-        metadata = dict(self._trace.metadata)
-        for key in ("limit", "loop_count", "invalid_count", "context_counter"):
-            if info.get(key) is not None:
-                metadata[key] = jsonable(info[key])
-        if isinstance(trap, dict):
-            metadata["trap_category"] = trap.get("category")
-            metadata["trap_delivered"] = trap.get("delivered")
-        trace = self._trace.model_copy(update={
-            "steps": list(self._steps),
-            "ended_at": time.time(),
-            "finish_reason": FinishReason(finish) if finish is not None else None,
-            "finish_detail": str(info.get("finish_detail", "")),
-            "score": Score.model_validate(score) if isinstance(score, dict) else None,
-            "traps": traps,
-            "context_tokens": _int_or_none(info.get("context_tokens")),
-            "metadata": metadata,
-        })
-        # Validate the assembled document once, so a bad value fails here and not in a reader.
-        trace = EpisodeTrace.model_validate(trace.model_dump())
+        trace = finished_trace(self._trace, self._steps, info)
         self._trace = trace
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -218,6 +167,90 @@ class RecordTrace(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorAr
             path.write_text(trace.model_dump_json(indent=2), encoding="utf-8")
             self.written.append(path)
         return trace
+
+
+# ------------------------------------------------------------ the trace builder
+# Pure functions, shared by RecordTrace and the evaluator's scheduler (for stacks without
+# RecordTrace), so a trace reads the same whoever built it.
+
+
+def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id: str | None, domain: str,
+              backend: str, task_id: str, seed: int | None, max_chars: int,
+              metadata: dict[str, Any] | None = None) -> EpisodeTrace:
+    """The trace of an episode that just started, from its reset ``observation`` and ``info``.
+
+    ``task_id`` is used when ``info`` has none.
+    """
+    return EpisodeTrace(
+        episode_id=episode_id,
+        env_id=env_id,
+        domain=domain,
+        backend=backend,
+        task_id=str(info.get("task_id", task_id)),
+        category=str(info.get("category", "general")),
+        seed=seed,
+        instruction=str(info.get("instruction", "")),
+        prompt=cap_text(str(observation), max_chars, TRACE_NOTE),
+        optimal_steps=int(info.get("optimal_steps") or 1),
+        max_steps=_int_or_none(info.get("step_limit", info.get("max_steps"))),
+        started_at=time.time(),
+        metadata=dict(metadata or {}),
+    )
+
+
+def step_record(index: int, action: str, observation: str, reward: float, info: dict[str, Any], *, usage: Usage,
+                env_latency_s: float, timestamp: float, max_chars: int) -> StepRecord:
+    """One step of a trace from what ``step`` returned: texts capped at ``max_chars``, the flags
+    the wrappers set in ``info["flags"]`` merged with those that follow from the env's ``info``."""
+    return StepRecord(
+        index=index,
+        timestamp=timestamp,
+        raw_action=cap_text(str(action), max_chars, TRACE_NOTE),
+        action=jsonable(info["action"]) if isinstance(info.get("action"), dict) else None,
+        action_error=jsonable(info["action_error"]) if isinstance(info.get("action_error"), dict) else None,
+        thought=cap_text(str(info.get("thought") or ""), max_chars, TRACE_NOTE),
+        observation=cap_text(str(observation), max_chars, TRACE_NOTE),
+        observation_chars=len(observation),
+        execution=jsonable(info.get("execution") or {}),
+        execution_error=bool(info.get("execution_error")),
+        reward=reward,
+        env_latency_s=env_latency_s,
+        usage=usage,
+        flags=unique([*(info.get("flags") or []), *derive_flags(info)]),
+    )
+
+
+def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str, Any]) -> EpisodeTrace:
+    """``trace`` completed with its ``steps`` and the end ``info`` (finish reason and detail,
+    score, trap verdict, context count, limit details), validated once as a whole."""
+    finish = info.get("finish_reason")
+    score = info.get("score")
+    if isinstance(score, dict):
+        score = Score.model_validate(score)
+    trap = info.get("trap")
+    traps = []
+    if isinstance(trap, dict):
+        traps.append(TrapRecord(trap_id=str(trap["trap_id"]), placement=str(trap["placement"]),
+                                verdict=str(trap["verdict"]), evidence=[str(e) for e in trap.get("evidence", [])]))
+    metadata = dict(trace.metadata)
+    for key in ("limit", "loop_count", "invalid_count", "context_counter"):
+        if info.get(key) is not None:
+            metadata[key] = jsonable(info[key])
+    if isinstance(trap, dict):
+        metadata["trap_category"] = trap.get("category")
+        metadata["trap_delivered"] = trap.get("delivered")
+    done = trace.model_copy(update={
+        "steps": list(steps),
+        "ended_at": time.time(),
+        "finish_reason": FinishReason(finish) if finish is not None else None,
+        "finish_detail": str(info.get("finish_detail", "")),
+        "score": score if isinstance(score, Score) else None,
+        "traps": traps,
+        "context_tokens": _int_or_none(info.get("context_tokens")),
+        "metadata": metadata,
+    })
+    # Validate the assembled document once, so a bad value fails here and not in a reader.
+    return EpisodeTrace.model_validate(done.model_dump())
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -229,4 +262,4 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-__all__ = ["RecordTrace", "cap_text"]
+__all__ = ["TRACE_NOTE", "RecordTrace", "finished_trace", "new_trace", "step_record"]

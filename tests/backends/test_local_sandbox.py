@@ -281,10 +281,11 @@ def test_fork_bomb_is_contained_and_reset_is_clean(sandbox: LocalSandbox) -> Non
     with sb:
         require_process_limit(sb)
         sb.shell("bomb() { bomb | bomb & }; bomb", timeout=3)
-        peak = 0
-        for _ in range(10):
-            time.sleep(0.1)
+        # Poll (with a deadline) until the bomb has grown, sampling its size meanwhile.
+        peak, samples, deadline = 0, 0, time.monotonic() + 20
+        while (peak <= 16 or samples < 10) and time.monotonic() < deadline:
             peak = max(peak, processes_in_namespace(sb))
+            samples += 1
         assert 16 < peak <= 64  # it grew, and stopped at the limit
         assert "survived\n" in sb.shell("echo survived", timeout=10).output  # bomb noise may surround it
         sb.reset()
@@ -334,8 +335,11 @@ def test_exit_gives_a_new_shell(sandbox: LocalSandbox) -> None:
 
 
 def test_background_output_shows_with_the_next_command(sandbox: LocalSandbox) -> None:
-    sandbox.shell("(sleep 0.2; echo late) &")
-    time.sleep(0.5)
+    sandbox.shell("(sleep 0.2; echo late; touch /tmp/late-done) &")
+    # Wait (with a deadline) until the background job has printed, instead of sleeping.
+    deadline = time.monotonic() + 20
+    while not sandbox.run("test -e /tmp/late-done").ok:
+        assert time.monotonic() < deadline, "the background job never finished"
     output = sandbox.shell("echo now").output
     # As in an interactive shell, bash may add a "[1]+ Done ..." notice for the finished job.
     assert output.startswith("late\n") and output.endswith("now\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -88,7 +89,7 @@ def test_react_agent_sends_prompt_example_and_reports_usage_and_cost(monkeypatch
                               prices={"m1": (1.0, 2.0)})
         agent = OpenAIChatAgent(config)
         agent.reset({"domain": "os", "grammar": "Act: bash ...", "tools": []})
-        reply = agent.act("Task: say 42", {})
+        reply = asyncio.run(agent.act("Task: say 42", {}))
         assert isinstance(reply, AgentReply) and str(reply).endswith("Act: answer(42)")
         body = server.requests[0]
         assert body["model"] == "m1"
@@ -101,7 +102,7 @@ def test_react_agent_sends_prompt_example_and_reports_usage_and_cost(monkeypatch
         assert usage is not None and usage.tokens_in is not None and usage.tokens_out is not None
         assert usage.cost == pytest.approx((usage.tokens_in * 1.0 + usage.tokens_out * 2.0) / 1e6)
         assert usage.latency_s is not None and usage.latency_s > 0
-        agent.act("The output of the OS:\nhi", {})
+        asyncio.run(agent.act("The output of the OS:\nhi", {}))
         assert server.requests[1]["messages"][-2]["role"] == "assistant"  # the history is kept
 
 
@@ -115,10 +116,10 @@ def test_tools_mode_turns_tool_calls_into_json_calls() -> None:
         obs, info = env.reset(options={"task_id": "t1"})
         agent = OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, mode="tools"))
         agent.reset(info)
-        first = agent.act(obs, info)
+        first = asyncio.run(agent.act(obs, info))
         assert json.loads(first) == {"name": "echo", "arguments": {"text": "hi"}}
         obs, *_ = env.step(first)
-        second = agent.act(obs, info)
+        second = asyncio.run(agent.act(obs, info))
         _, reward, terminated, _, _ = env.step(second)
         assert terminated and reward == 1.0
         assert server.requests[0]["tools"] == info["tools"]
@@ -130,7 +131,7 @@ def test_retries_429_and_5xx_then_succeeds() -> None:
     with FakeChatServer(lambda body: {"role": "assistant", "content": "ok"}, failures=[429, 503, 500]) as server:
         agent = OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01))
         agent.reset({})
-        assert str(agent.act("hi", {})) == "ok"
+        assert str(asyncio.run(agent.act("hi", {}))) == "ok"
         assert server.statuses == [429, 503, 500, 200]
 
 
@@ -139,13 +140,13 @@ def test_gives_up_after_max_retries_and_never_retries_401() -> None:
         agent = OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01, max_retries=2))
         agent.reset({})
         with pytest.raises(ModelAPIError, match="3 attempts"):
-            agent.act("hi", {})
+            asyncio.run(agent.act("hi", {}))
         assert len(server.statuses) == 3
     with FakeChatServer(lambda body: {"role": "assistant", "content": "ok"}, failures=[401]) as server:
         agent = OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01))
         agent.reset({})
         with pytest.raises(ModelAPIError, match="401") as err:
-            agent.act("hi", {})
+            asyncio.run(agent.act("hi", {}))
         assert err.value.status == 401 and server.statuses == [401]
 
 
@@ -191,9 +192,9 @@ def test_context_overflow_raises_a_typed_error_and_is_never_retried() -> None:
     with FakeChatServer(lambda body: {"role": "assistant", "content": "ok"}, context_limit_after=1) as server:
         agent = OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01))
         agent.reset({})
-        assert str(agent.act("hi", {})) == "ok"
+        assert str(asyncio.run(agent.act("hi", {}))) == "ok"
         with pytest.raises(AgentContextLimitError, match="'m'.*context window.*maximum context length") as err:
-            agent.act("again", {})
+            asyncio.run(agent.act("again", {}))
         assert err.value.model == "m" and err.value.status == 400
         assert server.statuses == [200, 400]
     # A 400 that says something else stays an ordinary failure of the endpoint.
@@ -201,7 +202,7 @@ def test_context_overflow_raises_a_typed_error_and_is_never_retried() -> None:
         agent = OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01))
         agent.reset({})
         with pytest.raises(ModelAPIError, match="400") as api_err:
-            agent.act("hi", {})
+            asyncio.run(agent.act("hi", {}))
         assert api_err.value.status == 400 and server.statuses == [400]
 
 
@@ -212,7 +213,7 @@ def test_turn_deadline_bounds_a_slow_server() -> None:
         agent.reset({})
         started = time.monotonic()
         with pytest.raises(ModelAPIError):
-            agent.act("hi", {})
+            asyncio.run(agent.act("hi", {}))
         assert time.monotonic() - started < 2.0
 
 

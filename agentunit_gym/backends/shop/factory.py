@@ -34,7 +34,7 @@ def open_catalog(*, catalog_size: int | None = None, catalog_seed: int | None = 
     if webshop_data is not None:
         if catalog_size is not None or catalog_seed is not None:
             raise ConfigError("give webshop_data or catalog_size/catalog_seed, not both.")
-        from agentunit_gym.domains.webshop.loader import load_webshop_catalog
+        from agentunit_gym.backends.shop.files import load_webshop_catalog
 
         loaded: Catalog = load_webshop_catalog(webshop_data)
         return loaded

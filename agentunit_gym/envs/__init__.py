@@ -1,1 +1,0 @@
-"""Transitional: the envs moved to ``agentunit_gym/domains/<name>/``; see :mod:`agentunit_gym.core.registry`."""

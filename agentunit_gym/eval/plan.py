@@ -1,0 +1,76 @@
+"""The work of a run: tasks x repeats, each with a seed that depends only on what it is."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from agentunit_gym.errors import ConfigError
+from agentunit_gym.eval.config import EvalConfig
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One episode to run."""
+
+    env_id: str
+    task_id: str
+    run: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.env_id}|{self.task_id}|{self.run}"
+
+
+def episode_seed(base: int, env_id: str, task_id: str, run: int) -> int:
+    """A seed that depends only on what the episode is, not on when it runs."""
+    return zlib.crc32(f"{base}|{env_id}|{task_id}|{run}".encode()) & 0x7FFFFFFF
+
+
+def plan(config: EvalConfig, tasks_by_env: dict[str, list[tuple[str, str]]]) -> list[WorkItem]:
+    """The work of a run, in a deterministic order.
+
+    Args:
+        config: the run's configuration.
+        tasks_by_env: per env id, its ``(task_id, category)`` pairs on the chosen backend.
+
+    Returns:
+        Work items: the filtered, sampled tasks times the repeats.
+
+    Raises:
+        ConfigError: a task id asked for that no env has, or filters that leave nothing.
+    """
+    items: list[WorkItem] = []
+    wanted_ids = set(config.task_ids)
+    found_ids: set[str] = set()
+    categories = {c.lower() for c in config.categories}
+    for env_id, tasks in tasks_by_env.items():
+        chosen = [(t, c) for t, c in tasks
+                  if (not wanted_ids or t in wanted_ids) and (not categories or c.lower() in categories)]
+        found_ids |= {t for t, _ in chosen}
+        if config.n is not None and len(chosen) > config.n:
+            rng = np.random.default_rng(zlib.crc32(f"{config.seed}|{env_id}".encode()))
+            keep = sorted(rng.choice(len(chosen), size=config.n, replace=False).tolist())
+            chosen = [chosen[i] for i in keep]
+        for run in range(config.runs):
+            for task_id, _ in chosen:
+                items.append(WorkItem(env_id, task_id, run, episode_seed(config.seed, env_id, task_id, run)))
+    missing = wanted_ids - found_ids
+    if missing:
+        raise ConfigError(f"no env of this run has the task ids {sorted(missing)} (with these filters).")
+    if not items:
+        raise ConfigError("the filters leave no task to run: check --env, --category, --task-id and --backend.")
+    return items
+
+
+def list_tasks(env: gym.Env[str, str]) -> list[tuple[str, str]]:
+    """``(task_id, category)`` of every task the env can run on its backend."""
+    base = env.unwrapped
+    return [(t.id, t.category) for t in base.tasks]  # type: ignore[attr-defined]
+
+
+__all__ = ["WorkItem", "episode_seed", "list_tasks", "plan"]

@@ -1,0 +1,192 @@
+"""The wrapper through which the evaluator drives one env copy: which task it runs next, an
+episode ended from outside (an agent failure, a deadline), and one :class:`Packet` per reset
+or step that never lets an infrastructure error escape.
+
+Everything the runner tells a copy travels out of band, as attributes set before the call
+(``VectorEnv.set_attr`` for a vector env): :attr:`ScheduleEpisodes.assignment` before a
+reset, :attr:`ScheduleEpisodes.pending_abort` before a step. The action stays the agent's
+reply and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, SupportsFloat
+
+import gymnasium as gym
+
+from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, Usage
+from agentunit_gym.errors import (
+    AgentUnitError,
+    BackendError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+)
+from agentunit_gym.eval.agents import REFERENCE_KEY
+from agentunit_gym.wrappers.trace import finished_trace, new_trace, step_record
+
+INFRA_ERRORS: tuple[type[BaseException], ...] = (BackendError, BackendTimeoutError, BackendUnavailableError)
+"""Errors that are the infrastructure's fault: the episode is retried."""
+
+OBSERVATION_CAP = 4000
+"""Characters of each observation and reply kept in a trace the scheduler builds itself."""
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The episode a copy runs at its next reset."""
+
+    task_id: str
+    seed: int
+    key: str
+    """The work item's key, the trace's episode id."""
+    reference: bool = False
+    """Put the reference solution in the reset info (for agents that replay it)."""
+    deadline: float | None = None
+    """Wall-clock time (``time.time()``) past which a step ends the episode as TLE."""
+
+
+@dataclass(frozen=True)
+class Abort:
+    """The evaluator ending a copy's running episode instead of stepping it."""
+
+    reason: FinishReason
+    detail: str
+
+
+@dataclass
+class Packet:
+    """What one copy reports to the runner after a reset or a step (opaque to gymnasium's
+    info batching, which would otherwise split nested dicts into arrays)."""
+
+    kind: Literal["reset", "step", "idle", "infra_error"]
+    info: dict[str, Any] = field(default_factory=dict)
+    trace: EpisodeTrace | None = None
+    error: str = ""
+
+
+StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
+
+
+class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
+    """Runs the episode the runner assigns, reports it as one :class:`Packet`, and never lets
+    an infrastructure error escape into the vector env (which would stop every copy).
+
+    Set :attr:`assignment` before a reset (None idles the copy) and, to end the running
+    episode instead of stepping it, :attr:`pending_abort` before a step (or call
+    :meth:`abort_episode`). The trace comes from ``info["trace"]`` when the stack records one
+    (``RecordTrace``), else this wrapper builds one with the same trace builder.
+
+    Example::
+
+        env = ScheduleEpisodes(make_eval_env("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0")
+        env.assignment = Assignment(task_id="db-001", seed=1, key="k")
+        obs, info = env.reset()
+        env.pending_abort = Abort(FinishReason.TASK_LIMIT, "wall-clock limit reached")
+        obs, reward, terminated, truncated, info = env.step("")  # info["packet"].trace ends as TLE
+    """
+
+    def __init__(self, env: gym.Env[str, str], env_id: str) -> None:
+        super().__init__(env)
+        self.env_id = env_id
+        self.assignment: Assignment | None = None
+        self.pending_abort: Abort | None = None
+        self._current: Assignment | None = None
+        self._trace: EpisodeTrace | None = None
+        self._steps: list[StepRecord] = []
+        # A stack with its own wall-clock limit (LimitEpisode) ends late steps itself.
+        self._stack_has_clock = _has_wall_clock_limit(env)
+
+    @property
+    def running(self) -> bool:
+        """Whether the copy runs an assigned episode."""
+        return self._current is not None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self._current = self.assignment
+        self.pending_abort = None
+        self._steps = []
+        if self._current is None:
+            return "", {"packet": Packet("idle")}
+        current = self._current
+        try:
+            obs, info = self.env.reset(seed=current.seed, options={"task_id": current.task_id})
+            if current.reference:
+                base = self.env.unwrapped
+                task = base.task  # type: ignore[attr-defined]
+                info[REFERENCE_KEY] = [base.render_action(s) for s in task.reference_solution]  # type: ignore[attr-defined]
+        except INFRA_ERRORS as exc:
+            self._current = None
+            return "", {"packet": Packet("infra_error", error=f"{type(exc).__name__}: {exc}")}
+        info["seed"] = current.seed
+        self._trace = new_trace(
+            obs, info, episode_id=current.key, env_id=self.env_id, domain=str(info.get("domain", "")),
+            backend=str(info.get("backend", "")), task_id=current.task_id, seed=current.seed,
+            max_chars=OBSERVATION_CAP, metadata={"trace_source": "runner"},
+        )
+        return obs, {"packet": Packet("reset", info=info)}
+
+    def step(self, action: str) -> StepResult:
+        if self._current is None:
+            return "", 0.0, False, False, {"packet": Packet("idle")}
+        if self.pending_abort is not None:
+            abort, self.pending_abort = self.pending_abort, None
+            return self.abort_episode(abort)
+        deadline = self._current.deadline
+        if deadline is not None and not self._stack_has_clock and time.time() > deadline:
+            return self.abort_episode(Abort(FinishReason.TASK_LIMIT, "wall-clock limit reached"))
+        started = time.time()
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except INFRA_ERRORS as exc:
+            self._current = None
+            return "", 0.0, True, False, {"packet": Packet("infra_error", error=f"{type(exc).__name__}: {exc}")}
+        timing = info.get("timing")
+        usage = action.usage if isinstance(action, AgentReply) and action.usage is not None else Usage()
+        self._steps.append(step_record(
+            len(self._steps) + 1, action, obs, float(reward), info, usage=usage,
+            env_latency_s=float(getattr(timing, "env_s", 0.0) or 0.0), timestamp=started, max_chars=OBSERVATION_CAP))
+        trace = None
+        if terminated or truncated:
+            trace = info.get("trace")
+            if not isinstance(trace, EpisodeTrace):
+                trace = self._build_trace(info)
+        return obs, reward, terminated, truncated, {"packet": Packet("step", info=info, trace=trace)}
+
+    def abort_episode(self, abort: Abort) -> StepResult:
+        """End the running episode for ``abort.reason`` through the whole stack (so the trap
+        verdict, the context count and the stack's own trace record it), as a truncated step."""
+        from agentunit_gym.wrappers.ending import end_episode
+
+        base = self.env.unwrapped
+        reason, detail = abort.reason, abort.detail
+        end: dict[str, Any] = {}
+        if getattr(base, "finish_reason", None) is None and reason is not FinishReason.COMPLETE:
+            try:
+                end = end_episode(self.env, reason, detail=detail)
+            except AgentUnitError as exc:
+                detail = f"{detail}; ending the episode failed: {exc}"
+        info = {**end, "finish_reason": reason, "finish_detail": detail, "score": end.get("score"), "aborted": True}
+        trace = end.get("trace")
+        if not isinstance(trace, EpisodeTrace):  # a custom stack without RecordTrace
+            trace = self._build_trace(info)
+        return "", 0.0, False, True, {"packet": Packet("step", info=info, trace=trace)}
+
+    def _build_trace(self, info: dict[str, Any]) -> EpisodeTrace:
+        assert self._trace is not None  # reset made it
+        end = {**info, "finish_reason": info.get("finish_reason") or FinishReason.ERROR}
+        return finished_trace(self._trace, self._steps, end)
+
+
+def _has_wall_clock_limit(env: gym.Env[Any, Any]) -> bool:
+    current: Any = env
+    while isinstance(current, gym.Wrapper):
+        if getattr(current, "max_seconds", None) is not None:
+            return True
+        current = current.env
+    return False
+
+
+__all__ = ["INFRA_ERRORS", "Abort", "Assignment", "Packet", "ScheduleEpisodes"]

@@ -1,0 +1,119 @@
+"""What the schedulers (lockstep and asynchronous) share: an episode slot, the record sink,
+and how a finished, failed or abandoned episode becomes a record."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.trace import EpisodeTrace
+from agentunit_gym.errors import AgentContextLimitError
+from agentunit_gym.eval.agents import Agent
+from agentunit_gym.eval.plan import WorkItem
+from agentunit_gym.eval.records import EpisodeRecord, RecordWriter
+from agentunit_gym.eval.schedule import Abort, Packet
+
+ProgressFn = Callable[[EpisodeRecord, int, int], None]
+"""Called after each episode with (record, episodes done, episodes planned)."""
+
+WorkQueue = deque[tuple[WorkItem, int]]
+"""Work items waiting to run, each with its attempt number (1 for a first try)."""
+
+
+class RecordSink:
+    """Writes each finished episode (record and trace) and reports progress."""
+
+    def __init__(self, writer: RecordWriter, done: int, total: int, progress: ProgressFn | None) -> None:
+        self.writer = writer
+        self.done = done
+        self.total = total
+        self.progress = progress
+        self.written: list[EpisodeRecord] = []
+
+    def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
+        record = self.writer.write(record, trace)
+        self.written.append(record)
+        self.done += 1
+        if self.progress is not None:
+            self.progress(record, self.done, self.total)
+
+
+@dataclass
+class Slot:
+    """One episode in flight: its agent, work item, and what the agent sees next."""
+
+    agent: Agent
+    item: WorkItem | None = None
+    attempts: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    deadline: float = 0.0
+    started: float = 0.0
+    abort: Abort | None = None
+    """Set when the episode is to end without another step (the agent failed, or ran out of time)."""
+    agent_error: str = ""
+
+    def start(self, item: WorkItem, attempts: int, timeout_s: float) -> None:
+        self.item, self.attempts = item, attempts
+        self.info, self.observation, self.abort, self.agent_error = {}, "", None, ""
+        self.started = time.time()
+        self.deadline = self.started + timeout_s
+
+
+def agent_failure(slot: Slot, exc: Exception) -> Abort:
+    """How ``slot``'s episode ends after its agent raised ``exc``.
+
+    A context overflow ends the episode as CLE (AgentBench's agent context limit): the
+    record stays ``done``. Anything else is an agent error, recorded as such and never retried.
+    """
+    if isinstance(exc, AgentContextLimitError):
+        return Abort(FinishReason.CONTEXT_LIMIT, f"agent context limit: {exc}")
+    slot.agent_error = f"{type(exc).__name__}: {exc}"
+    return Abort(FinishReason.ERROR, f"agent failed: {slot.agent_error}")
+
+
+def agent_timeout(timeout_s: float) -> Abort:
+    return Abort(FinishReason.TASK_LIMIT, f"wall-clock limit {timeout_s:g} s reached while the agent was replying")
+
+
+def finish(slot: Slot, packet: Packet, agent_label: str, sink: RecordSink) -> None:
+    """Record ``slot``'s finished episode from its last packet, and free the slot."""
+    assert slot.item is not None
+    trace = packet.trace
+    if trace is not None and (trace.env_id is None or trace.seed is None):
+        trace = trace.model_copy(update={"env_id": trace.env_id or slot.item.env_id,
+                                         "seed": trace.seed if trace.seed is not None else slot.item.seed})
+    score = trace.score if trace is not None else None
+    record = EpisodeRecord(
+        key=slot.item.key, env_id=slot.item.env_id, task_id=slot.item.task_id, run=slot.item.run,
+        seed=slot.item.seed, agent=agent_label, status="agent_error" if slot.agent_error else "done",
+        attempts=slot.attempts, success=bool(score and score.success), reward=float(score.reward if score else 0.0),
+        finish_reason=trace.finish_reason.value if trace is not None and trace.finish_reason else None,
+        steps=len(trace.steps) if trace is not None else 0, wall_s=time.time() - slot.started,
+        error=slot.agent_error,
+    )
+    sink.record(record, trace)
+    slot.item = None
+
+
+def retry_or_record(slot: Slot, error: str, queue: WorkQueue, max_retries: int, agent_label: str,
+                    sink: RecordSink) -> None:
+    """An infrastructure failure: queue the episode again (first in line), or record it once
+    its retries are spent; free the slot."""
+    assert slot.item is not None
+    if slot.attempts <= max_retries:
+        queue.appendleft((slot.item, slot.attempts + 1))
+    else:
+        it = slot.item
+        sink.record(EpisodeRecord(key=it.key, env_id=it.env_id, task_id=it.task_id, run=it.run, seed=it.seed,
+                                  agent=agent_label, status="infra_error", attempts=slot.attempts,
+                                  finish_reason=FinishReason.ERROR.value, error=error), None)
+    slot.item = None
+
+
+__all__ = ["ProgressFn", "RecordSink", "Slot", "WorkQueue", "agent_failure", "agent_timeout", "finish",
+           "retry_or_record"]

@@ -1,0 +1,211 @@
+"""Asynchronous episodes against the lockstep loop, with a heavy-tailed model in the loop.
+
+The agent replays the oracle's actions after a lognormal delay (median 0.5 s, sigma 0.8, as
+hosted model endpoints behave), drawn from the episode's seed and turn, so every concurrency
+sees the same delays for the same episode. ``--scale`` multiplies every delay (0.1: ten times
+faster, for a quick look; the env's own time is not scaled, so a small scale makes the env
+the bottleneck sooner).
+
+For each backend (DB on sqlite, OS on the local sandbox, OS on docker, DB on mysql with one
+shared server) and each concurrency C (1, 4, 16, 64, 256), the evaluator runs
+``max(min_episodes, waves x C)`` episodes (capped by ``--max-episodes``) and reports:
+
+- ``speedup``: episodes per second over those at C = 1 (raw throughput ratio);
+- ``work_speedup``: agent-seconds served per wall second over those at C = 1: the same
+  ratio corrected for the mean delay of the episodes each point happened to draw (each
+  point runs a different number of episodes, and a lognormal mean over 16 episodes is
+  noisy); this is the figure held against the ideal, min(C, episodes);
+- ``bound``: what a scheduler with zero overhead reaches on the same delays (episodes
+  handed in queue order to C workers, the env taking no time): the tail of the last
+  episodes is in the ideal's way even then.
+
+The naive baseline, measured in the same run: the lockstep loop (``--vector threads``), where
+each turn waits for every agent in flight.
+
+Usage (from the repo root)::
+
+    python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
+        [--concurrency 1,4,16,64,256] [--waves 16] [--scale 1.0] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import agentunit_gym  # noqa: F401 - registers the envs
+from agentunit_gym.eval.agents import OracleAgent
+from agentunit_gym.eval.config import EvalConfig, VectorMode
+from agentunit_gym.eval.plan import list_tasks, plan
+from agentunit_gym.eval.records import RunPaths, read_records
+from agentunit_gym.eval.runner import run_episodes
+
+MEDIAN_S = 0.5
+SIGMA = 0.8
+TARGET = 0.85
+"""Share of the ideal speedup required at C = 16 and 64."""
+
+BACKENDS = {"sqlite": ("DB-v0", "sqlite"), "local": ("OS-v0", "local"), "docker": ("OS-v0", "docker"),
+            "mysql": ("DB-v0", "mysql")}
+
+
+class DelayLedger:
+    """Every delay the agents slept, per episode seed (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_episode: dict[int, float] = {}
+
+    def add(self, seed: int, delay: float) -> None:
+        with self._lock:
+            self.by_episode[seed] = self.by_episode.get(seed, 0.0) + delay
+
+    def clear(self) -> None:
+        with self._lock:
+            self.by_episode = {}
+
+
+LEDGER = DelayLedger()
+
+
+class LognormalOracle(OracleAgent):
+    """The oracle, replying after a lognormal delay drawn from (episode seed, turn): an async agent."""
+
+    scale = 1.0
+
+    def reset(self, info: dict[str, Any]) -> None:
+        super().reset(info)
+        self._seed = int(info.get("seed", 0))
+        self._turn = 0
+
+    async def act(self, observation: str, info: dict[str, Any]) -> str:  # type: ignore[override]
+        rng = np.random.default_rng([self._seed, self._turn])
+        self._turn += 1
+        delay = MEDIAN_S * math.exp(SIGMA * float(rng.standard_normal())) * self.scale
+        LEDGER.add(self._seed, delay)
+        await asyncio.sleep(delay)
+        return OracleAgent.act(self, observation, info)
+
+
+def greedy_makespan(durations: list[float], workers: int) -> float:
+    """Makespan of handing ``durations`` in order to the first free of ``workers``."""
+    free = [0.0] * workers
+    for d in durations:
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: VectorMode | None,
+              env_options: dict[str, Any]) -> dict[str, Any]:
+    probe = gym.make(f"AgentUnit/{env}", backend=backend, **env_options)
+    tasks = list_tasks(probe)
+    probe.close()
+    n = min(len(tasks), episodes)
+    runs = max(1, -(-episodes // n))
+    config = EvalConfig(envs=(env,), backends=(backend,), agent="lognormal-oracle", n=n, runs=runs,
+                        concurrency=concurrency, vector=vector, seed=1, env_options=env_options)
+    LEDGER.clear()
+    with tempfile.TemporaryDirectory() as tmp:
+        outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
+        records = read_records(RunPaths(Path(tmp)).episodes)
+    steady = outcome.elapsed_s - outcome.setup_s
+    delays = dict(LEDGER.by_episode)
+    agent_s = sum(delays.values())
+    # The episodes' delays in the order the evaluator hands them out (the plan's order).
+    queue = [delays.get(item.seed, 0.0) for item in plan(config, {config.envs[0]: tasks})]
+    width = min(concurrency, len(records))
+    return {"concurrency": concurrency, "vector": vector or "async episodes", "episodes": len(records),
+            "success_rate": sum(r.success for r in records) / max(1, len(records)),
+            "seconds": steady, "setup_s": outcome.setup_s, "agent_s": agent_s,
+            "episodes_per_s": len(records) / steady, "agent_s_per_s": agent_s / steady,
+            "bound_s": greedy_makespan(queue, width), "ideal": width}
+
+
+def bench_backend(name: str, concurrencies: list[int], waves: int, min_episodes: int, max_episodes: int,
+                  baseline: list[int]) -> dict[str, Any]:
+    env, backend = BACKENDS[name]
+    env_options: dict[str, Any] = {}
+    server = None
+    if name == "mysql":
+        # One shared server for every env copy (a DSN), as a large run would use it: a server
+        # container per copy at C = 64 would be 64 MariaDB processes on a 2-core machine.
+        from urllib.parse import quote
+
+        from agentunit_gym.backends.sql.mysql import MySQLBackend
+
+        server = MySQLBackend()
+        params = server.admin_connect_params()
+        env_options["dsn"] = (f"mysql://{quote(params.user, safe='')}:{quote(params.password, safe='')}@localhost/"
+                              f"?unix_socket={params.unix_socket}")
+    rows: list[dict[str, Any]] = []
+    try:
+        for c in concurrencies:
+            episodes = min(max_episodes, max(min_episodes, waves * c))
+            rows.append(run_point(env, backend, c, episodes, None, env_options))
+            _report(name, rows[-1], rows[0])
+        for c in baseline:
+            episodes = min(max_episodes, max(min_episodes, waves * c))
+            rows.append(run_point(env, backend, c, episodes, "threads", env_options))
+            _report(name, rows[-1], rows[0])
+    finally:
+        if server is not None:
+            server.close()
+    return {"env": env, "backend": backend, "rows": rows}
+
+
+def _report(name: str, row: dict[str, Any], first: dict[str, Any]) -> None:
+    row["speedup"] = row["episodes_per_s"] / first["episodes_per_s"]
+    row["work_speedup"] = row["agent_s_per_s"] / first["agent_s_per_s"]
+    row["share_of_ideal"] = row["work_speedup"] / row["ideal"]
+    row["bound_share"] = (row["agent_s"] / row["bound_s"]) / row["ideal"] / (first["agent_s"] / first["bound_s"])
+    print(f"  {name:<7} {row['vector']:<15} C={row['concurrency']:<4} {row['episodes']:>5} ep {row['seconds']:7.1f} s "
+          f"(setup {row['setup_s']:5.1f} s)  speedup {row['speedup']:6.1f}x  work {row['work_speedup']:6.1f}x "
+          f"= {100 * row['share_of_ideal']:5.1f}% of {row['ideal']}  (zero-overhead bound "
+          f"{100 * row['bound_share']:5.1f}%)  success {row['success_rate']:.2f}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--backends", default="sqlite,local,docker,mysql")
+    parser.add_argument("--concurrency", default="1,4,16,64,256")
+    parser.add_argument("--baseline", default="16,64", help="concurrencies of the lockstep baseline rows")
+    parser.add_argument("--waves", type=int, default=16, help="episodes per point: waves x C")
+    parser.add_argument("--min-episodes", type=int, default=16)
+    parser.add_argument("--max-episodes", type=int, default=2048)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies every model delay")
+    parser.add_argument("--json", type=Path, default=Path("benchmarks/results/eval_async.json"))
+    args = parser.parse_args(argv)
+    LognormalOracle.scale = args.scale
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    baseline = [int(c) for c in args.baseline.split(",") if c]
+    result: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
+    result.update({"benchmark": "eval_async", "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+                   "agent": {"median_s": MEDIAN_S, "sigma": SIGMA, "scale": args.scale}, "waves": args.waves,
+                   "target": TARGET})
+    result.setdefault("backends", {})
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    for name in args.backends.split(","):
+        result["backends"][name] = bench_backend(name, concurrencies, args.waves, args.min_episodes,
+                                                 args.max_episodes, baseline)
+        result["backends"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        args.json.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Asynchronous episodes (the default schedule): no barrier between episodes, async and sync
+agents, deadlines; and the shared rate gate of a model endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentunit_gym.core.env import Execution
+from agentunit_gym.errors import BackendTimeoutError, ConfigError
+from agentunit_gym.eval.agents import OracleAgent
+from agentunit_gym.eval.config import EvalConfig
+from agentunit_gym.eval.fake_server import FakeChatServer
+from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
+from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
+from agentunit_gym.eval.records import EpisodeRecord
+from agentunit_gym.eval.runner import run_episodes
+from tests.core.toy import ToyEnv
+
+
+class WaitingOracle(OracleAgent):
+    """The oracle, whose t1 episodes ("Say 42.") wait until two t2 episodes have been recorded:
+    under a per-turn barrier the t2 episodes could not finish while a t1 reply is pending."""
+
+    released: asyncio.Event | None = None
+    """Made on the scheduler's event loop by the first reply."""
+
+    def reset(self, info: dict[str, Any]) -> None:
+        super().reset(info)
+        self.task = str(info.get("task_id"))
+
+    async def act(self, observation: str, info: dict[str, Any]) -> str:  # type: ignore[override]
+        if WaitingOracle.released is None:
+            WaitingOracle.released = asyncio.Event()
+        if self.task == "t1":
+            await asyncio.wait_for(WaitingOracle.released.wait(), timeout=5.0)
+        return OracleAgent.act(self, observation, info)
+
+
+def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path) -> None:
+    finished: list[str] = []
+
+    def progress(record: EpisodeRecord, done: int, total: int) -> None:
+        finished.append(record.task_id)
+        if finished.count("t2") == 2 and WaitingOracle.released is not None:
+            WaitingOracle.released.set()  # progress runs on the scheduler's loop
+
+    WaitingOracle.released = None
+    # The queue: t1 r0, t2 r0, t1 r1, t2 r1 on three copies; both t2 episodes end while both t1 wait.
+    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=3)
+    records = run_episodes(config, WaitingOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv(),
+                           progress=progress).records
+    assert finished == ["t2", "t2", "t1", "t1"]
+    assert len(records) == 4 and all(r.success and r.status == "done" for r in records)
+
+
+class AsyncOracle(OracleAgent):
+    async def act(self, observation: str, info: dict[str, Any]) -> str:  # type: ignore[override]
+        await asyncio.sleep(0)
+        return OracleAgent.act(self, observation, info)
+
+
+@pytest.mark.parametrize("vector", [None, "threads", "sync"])
+def test_async_agents_run_on_both_schedules(tmp_path: Path, vector: str | None) -> None:
+    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=2, vector=vector)  # type: ignore[arg-type]
+    records = run_episodes(config, AsyncOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv()).records
+    assert sorted((r.task_id, r.run, r.success, r.steps) for r in records) == [
+        ("t1", 0, True, 2), ("t1", 1, True, 2), ("t2", 0, True, 1), ("t2", 1, True, 1)]
+
+
+class StuckToy(ToyEnv):
+    def _execute(self, action: Any) -> Execution:
+        time.sleep(1.5)
+        return super()._execute(action)
+
+
+def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentunit_gym.eval.episodes as episodes
+
+    monkeypatch.setattr(episodes, "STEP_GRACE_S", 0.2)
+    config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=0.1)
+    started = time.monotonic()
+    with pytest.raises(BackendTimeoutError, match="stuck"):
+        run_episodes(config, OracleAgent, "a", tmp_path, env_factory=lambda e, o: StuckToy())
+    assert time.monotonic() - started < 1.4
+
+
+# ------------------------------------------------------------------- the rate gate
+
+
+def test_rate_gate_spaces_requests_and_a_pause_holds_them_all() -> None:
+    gate = RateGate(max_rps=20.0)
+    waits = [gate.reserve() for _ in range(5)]
+    # Slots 50 ms apart, taken at once: the waits grow by 50 ms (less the microseconds between calls).
+    assert [round(w, 2) for w in waits] == [0.0, 0.05, 0.1, 0.15, 0.2]
+    gate = RateGate()
+    assert gate.reserve() == 0.0 and gate.max_rps is None
+    gate.pause(0.3)
+    assert 0.25 < gate.reserve() <= 0.3 and 0.25 < gate.paused_for() <= 0.3
+    with pytest.raises(ConfigError, match="positive"):
+        RateGate(max_rps=0)
+
+
+def test_rate_gate_acquire_waits_out_a_pause_set_while_waiting() -> None:
+    gate = RateGate(max_rps=10.0)
+
+    async def two() -> float:
+        await gate.acquire()  # free at once
+        gate.pause(0.25)      # as a 429 seen by another episode would
+        started = time.monotonic()
+        await gate.acquire()
+        return time.monotonic() - started
+
+    assert asyncio.run(two()) >= 0.24
+
+
+def test_one_gate_per_endpoint() -> None:
+    a = endpoint_gate("http://127.0.0.1:1/v1/", max_rps=5.0)
+    assert endpoint_gate("http://127.0.0.1:1/v1") is a and a.max_rps == pytest.approx(5.0)
+    assert endpoint_gate("http://127.0.0.1:2/v1") is not a
+
+
+def test_a_429_retry_after_holds_every_episode_and_max_rps_caps_the_rate() -> None:
+    with FakeChatServer(lambda body: {"role": "assistant", "content": "ok"}, failures=[429],
+                        retry_after="0.6") as server:
+        config = OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01)
+        agents = [OpenAIChatAgent(config) for _ in range(4)]
+        for agent in agents:
+            agent.reset({})
+
+        async def turns() -> list[str]:
+            first = asyncio.ensure_future(agents[0].act("hi", {}))
+            await asyncio.sleep(0.1)  # the 429 arrived: the others start during the pause
+            rest = [agents[i].act("hi", {}) for i in range(1, 4)]
+            return [str(r) for r in await asyncio.gather(first, *rest)]
+
+        assert asyncio.run(turns()) == ["ok"] * 4
+        assert server.statuses == [429, 200, 200, 200, 200]
+        # No request reached the server during the 0.6 s the 429 asked for, from any agent.
+        assert min(server.arrivals[1:]) - server.arrivals[0] >= 0.55
+    with FakeChatServer(lambda body: {"role": "assistant", "content": "ok"}) as server:
+        agents = [OpenAIChatAgent(OpenAIConfig(model="m", base_url=server.base_url, max_rps=10.0)) for _ in range(6)]
+        for agent in agents:
+            agent.reset({})
+
+        async def burst() -> None:
+            await asyncio.gather(*(a.act("hi", {}) for a in agents))
+
+        asyncio.run(burst())
+        gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
+        assert len(server.arrivals) == 6 and sum(gaps) >= 0.45  # six requests at 10/s span 0.5 s
