@@ -114,6 +114,8 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         self._session: ShopSession | None = None
         if backend not in ("auto", "embedded", "server"):
             raise ConfigError(f"backend must be 'auto', 'embedded' or 'server', got {backend!r}.")
+        if webshop_data is None and isinstance(tasks, (str, Path)) and DOMAIN.detect_format(tasks) == "webshop":
+            webshop_data, tasks = tasks, None  # WebShop's data folder: its goals over its own catalog
         catalog: Catalog | None = None
         if webshop_data is not None and shop_backend is None:
             from agentunit_gym.backends.shop.factory import open_catalog

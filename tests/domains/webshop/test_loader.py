@@ -102,6 +102,18 @@ def test_the_env_runs_over_webshop_files(data: Path, tmp_path: Path, monkeypatch
             assert reward == 1.0
 
 
+def test_tasks_given_as_a_webshop_folder_switch_the_catalog(data: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentunit_gym.domains.webshop import DOMAIN
+
+    monkeypatch.setenv("AGENTUNIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert DOMAIN.detect_format(data) == "webshop"
+    assert [t.asin for t in DOMAIN.load_tasks(data).tasks] == [t.asin for t in load_webshop_goals(
+        data, load_webshop_catalog(data))]
+    with WebShopEnv(tasks=data) as env:
+        assert env.shop_backend.product_count() == 3 and len(env.tasks) == 2
+
+
 def test_missing_or_broken_files_say_which(tmp_path: Path) -> None:
     with pytest.raises(TaskFileError, match="no WebShop product file"):
         load_webshop_catalog(tmp_path)
