@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
@@ -31,6 +31,7 @@ from agentunit_gym.core.actions import (
     render_json_call,
 )
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.reference import SENTINEL, OutputReply
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
 from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskFileError, TaskNotFoundError
@@ -180,6 +181,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def tasks(self) -> list[TaskT]:
         """The tasks this env can run on its backend."""
         return [t for t in self._all_tasks if t.supports(self.backend_name)]
+
+    @property
+    def suite(self) -> list[TaskT]:
+        """Every task of the env's suite, whether its backend can run it or not."""
+        return list(self._all_tasks)
 
     @property
     def task(self) -> TaskT | None:
@@ -342,7 +348,16 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         return self._record_end(reason, score, detail)
 
     def render_action(self, step: ReferenceStep, form: Literal["react", "json"] = "react") -> str:
-        """Write a reference step as the agent would send it (used by the oracle)."""
+        """Write a reference step as the agent would send it (used by the oracle).
+
+        A ``from_output`` step becomes an :class:`~agentunit_gym.core.reference.OutputReply`,
+        which the oracle completes from the previous observation.
+
+        Raises:
+            ConfigError: the step does not fit the tool, or asks for an output this env cannot read.
+        """
+        if step.from_output:
+            return self._render_from_output(step, form)
         arguments = self._arguments_of(step)
         if form == "json":
             return render_json_call(step.tool, arguments)
@@ -388,6 +403,26 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def _release_episode(self) -> None:
         if self._task is not None:
             self._end_episode()
+
+    def _output_reader(self) -> Callable[[str], str] | None:
+        """``observation -> output`` for ``from_output`` reference steps: a module-level
+        function (it travels with the reference to other processes); None when the env's
+        observations carry no command output to answer with."""
+        return None
+
+    def _render_from_output(self, step: ReferenceStep, form: Literal["react", "json"]) -> OutputReply:
+        reader = self._output_reader()
+        spec = self._tool_table.get(step.tool)
+        if reader is None or spec is None or spec.primary is None:
+            raise ConfigError(f"reference step {step.tool!r} takes its argument from the previous output, which "
+                              f"the {self.domain} env cannot provide for that tool.")
+        sentinel_step = ReferenceStep(tool=step.tool, arguments={spec.primary: SENTINEL})
+        rendered = self.render_action(sentinel_step, form)
+        try:
+            return OutputReply.from_rendering(rendered, extract=reader, json_string=form == "json")
+        except ValueError as exc:
+            raise ConfigError(f"the {self.domain} env cannot render {step.tool!r} with an output filled in: {exc}.") \
+                from exc
 
     def _arguments_of(self, step: ReferenceStep) -> dict[str, Any]:
         if isinstance(step.arguments, dict):

@@ -14,9 +14,10 @@ shared pool (an OpenAI SDK client replaces it later). Retries with exponential b
 429 and 5xx and on connection failures, within a deadline per turn. Every agent talking to
 one endpoint shares its :class:`~agentunit_gym.eval.ratelimit.RateGate`: ``max_rps`` caps
 the requests per second of the whole process, and a 429's ``Retry-After`` holds every
-episode's requests, not only the one that got it. A refusal because the conversation outgrew the model's context window
-(:func:`context_limit_message`) raises :class:`~agentunit_gym.errors.AgentContextLimitError`
-at once, so the evaluator ends the episode as CLE. Tokens come from the response's
+episode's requests, not only the one that got it. A refusal because the conversation
+outgrew the model's context window (:func:`context_limit_message`) raises
+:class:`~agentunit_gym.errors.AgentContextLimitError` at once, so the evaluator ends the
+episode as CLE. Tokens come from the response's
 ``usage``; cost from a price table (USD per million tokens) the user can extend.
 """
 

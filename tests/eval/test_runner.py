@@ -321,3 +321,13 @@ def test_the_env_that_lists_the_tasks_runs_them_and_every_env_is_closed(tmp_path
     assert run_episodes(config, OracleAgent, "a", tmp_path, env_factory=lambda e, o: CountedToy(),
                         resume=True).records == []
     assert len(CountedToy.made) == 1 and CountedToy.made[0]._closed
+
+
+def test_a_run_warns_when_its_backend_leaves_tasks_out(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="agentunit_gym"):
+        records = run(tmp_path)
+    assert {r.task_id for r in records} == {"t1", "t2"}
+    notes = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    backend = ToyEnv().backend_name
+    assert notes == [f"AgentUnit/Toy-v0: 1 other-only task left out on backend {backend}: "
+                     "use --backend other for the full suite"]
