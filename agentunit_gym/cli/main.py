@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _register_domain_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _register_domain_commands(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     """Commands a domain package brings: its ``cli`` module's ``register(subparsers)``, if any
     (e.g. ``agentunit-gym webshop serve``), so no domain is named here."""
     from agentunit_gym.core import registry
