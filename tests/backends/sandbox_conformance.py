@@ -416,7 +416,8 @@ class SandboxConformance:
             probe = ("import socket, sys\n"
                      "for host in sys.argv[1:]:\n"
                      "    try:\n"
-                     "        socket.create_connection((host, int(PORT)), timeout=3).close(); print('connected'); break\n"
+                     "        socket.create_connection((host, int(PORT)), timeout=3).close()\n"
+                     "        print('connected'); break\n"
                      "    except OSError as exc:\n"
                      "        print('failed', host, type(exc).__name__)\n").replace("PORT", str(port))
             targets = ("127.0.0.1",)
@@ -428,3 +429,21 @@ class SandboxConformance:
                 result = online.run(probe, language="python", args=tuple(hosts), timeout=30)
                 assert "connected" in result.output, result.output
                 server.accept()[0].close()
+
+    def test_a_background_server_answers_on_loopback(self, sandbox: Sandbox) -> None:
+        sandbox.shell("python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
+        fetch = ("for i in $(seq 50); do python3 -c \"import urllib.request as u; "
+                 "print(u.urlopen('http://127.0.0.1:8765/').status)\" 2>/dev/null && break; sleep 0.1; done")
+        assert sandbox.shell(fetch, timeout=30).output.endswith("200\n")
+        assert "http.server" in sandbox.shell("jobs").output
+
+    # ---------------------------------------------------------------- the agent's process view
+
+    def test_process_view_is_a_plain_containers(self, sandbox: Sandbox) -> None:
+        # As in `docker run IMAGE bash` after the same init script: the shell is PID 1, the
+        # init's daemons are visible, nothing of the sandbox's own machinery is (compared with a
+        # real `docker run` in test_docker_sandbox.py).
+        sandbox.run("sleep 1000 >/dev/null 2>&1 & (setsid sleep 1001 >/dev/null 2>&1 &)")
+        assert sandbox.shell("echo $$").output == "1\n"
+        listing = sandbox.shell("ps -A -o comm= | sort | tr '\\n' ' '; echo; ps -A | wc -l").output
+        assert listing.split() == ["bash", "ps", "sleep", "sleep", "sort", "tr", "6"]

@@ -267,14 +267,16 @@ def test_rm_rf_root_leaves_host_and_next_episode_intact(tmp_path: Path) -> None:
 
 
 def processes_in_namespace(sb: LocalSandbox) -> int:
-    """Host-side count of the processes in the sandbox's pid namespace (needs no fork inside)."""
+    """Host-side count of the processes in the sandbox's pid namespace and in the agent's within
+    it (needs no fork inside)."""
     assert sb._box is not None and sb._box.ns_pid is not None
-    target = os.readlink(f"/proc/{sb._box.ns_pid}/ns/pid")
+    inits = [sb._box.ns_pid, sb._agent_init(sb._box)]
+    targets = {os.readlink(f"/proc/{pid}/ns/pid") for pid in inits if pid is not None}
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                count += os.readlink(f"/proc/{entry}/ns/pid") == target
+                count += os.readlink(f"/proc/{entry}/ns/pid") in targets
             except OSError:
                 continue
     return count

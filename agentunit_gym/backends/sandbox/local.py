@@ -190,6 +190,18 @@ class _Shell:
     """The sentinel prefix of the command in flight."""
     pending: bytearray = field(default_factory=bytearray)
     eof: bool = False
+    init_pid: int | None = None
+    """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
+
+    def chain(self) -> list[int]:
+        """Host pids from the session leader down to the interactive bash (nsenter, unshare, bash)."""
+        found = [self.proc.pid]
+        while len(found) < 3:
+            kids = _children(found[-1])
+            if not kids:
+                break
+            found.append(int(kids[0]))
+        return found
 
 
 @dataclass
@@ -643,7 +655,7 @@ class LocalSandbox(Sandbox):
     def _choose_mechanism(self) -> Literal["bwrap", "unshare", "none"]:
         if self.isolation_requested == "none":
             return "none"
-        tools = ("nsenter", "setsid", *(["setpriv"] if drop_privileges_argv() else []))
+        tools = ("nsenter", "setsid", "unshare", *(["setpriv"] if drop_privileges_argv() else []))
         missing = [tool for tool in tools if process.which(tool) is None]
         if missing and not self.allow_unisolated:
             raise IsolationError(f"the local sandbox needs {' and '.join(missing)} (util-linux) to enter its "
@@ -849,9 +861,33 @@ class LocalSandbox(Sandbox):
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
         assert box.ns_pid is not None
+        # Into the agent's own pid namespace (and its /proc) once its shell is up, else the box's.
+        target = self._agent_init(box) or box.ns_pid
         # With network=True the sandbox is in the host's network namespace, which we may not enter.
-        return ["nsenter", "-t", str(box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
+        return ["nsenter", "-t", str(target), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
                 "--preserve-credentials", "--", "/usr/bin/env", f"--chdir={self._workdir_in(box)}", *argv]
+
+    def _enter_argv_box(self, box: _Box, argv: Sequence[str]) -> list[str]:
+        """``argv`` entering the box's own namespaces (what a new shell starts from)."""
+        shell, box.shell = box.shell, None
+        try:
+            return self._enter_argv(box, argv)
+        finally:
+            box.shell = shell
+
+    @staticmethod
+    def _agent_init(box: _Box) -> int | None:
+        """Host pid of the agent's shell, PID 1 of the agent's pid namespace; None when there is none."""
+        shell = box.shell
+        if shell is None or shell.eof:
+            return None
+        if shell.init_pid is None:
+            chain = shell.chain()
+            if len(chain) == 3:  # nsenter, its child unshare, unshare's child: the shell
+                shell.init_pid = chain[2]
+        if shell.init_pid is not None and _proc_stat_fields(shell.init_pid) is None:
+            return None
+        return shell.init_pid
 
     def _workdir_in(self, box: _Box) -> str:
         return str(box.writable("/root")) if self.mechanism == "none" else self.workdir
@@ -872,9 +908,14 @@ class LocalSandbox(Sandbox):
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
             # `setsid --ctty` makes the terminal the session's controlling terminal, so the
             # interactive bash gets real job control (and reports like the docker shell).
-            argv = ["setsid", "--ctty", *self._enter_argv(box, [
-                "/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
-                self._workdir_in(box), self._jobs_file(box), str(control_read)])]
+            shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
+                     self._workdir_in(box), self._jobs_file(box), str(control_read)]
+            if self.mechanism != "none":
+                # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
+                # sees its shell and what it starts (and run()'s commands, which join it), not
+                # the box's holder processes: the view of `docker run IMAGE bash`.
+                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--", *shell]
+            argv = ["setsid", "--ctty", *self._enter_argv_box(box, shell)]
             proc = self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, in_sandbox=True,
                                pass_fds=(control_read,), new_session=False)
         except BaseException:
@@ -1004,7 +1045,8 @@ class LocalSandbox(Sandbox):
         if self.mechanism == "none" or box.ns_pid is None:
             return set()
         try:
-            return {int(entry) for entry in os.listdir(f"/proc/{box.ns_pid}/root/proc") if entry.isdigit()}
+            view = self._agent_init(box) or box.ns_pid
+            return {int(entry) for entry in os.listdir(f"/proc/{view}/root/proc") if entry.isdigit()}
         except OSError:
             return set()
 
@@ -1032,7 +1074,7 @@ class LocalSandbox(Sandbox):
             time.sleep(0.01)
         assert box.ns_pid is not None
         try:
-            ns = os.stat(f"/proc/{box.ns_pid}/ns/pid").st_ino
+            ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino
         except OSError:
             return
         shell_group = box.shell.proc.pid if box.shell is not None else -1
@@ -1134,8 +1176,9 @@ class LocalSandbox(Sandbox):
     def _kill_command_groups(self, box: _Box, shell: _Shell) -> None:
         """Kill every process group of the shell's session that is not the shell's own or an earlier job."""
         sid = shell.proc.pid  # nsenter (or bash) leads the session
-        # The interactive bash leads a process group of its own: spare it too.
-        spared = {sid, *(int(pid) for pid in _children(sid))}
+        # The interactive bash leads a process group of its own, and so may the processes
+        # between it and the session leader (unshare): spare them too.
+        spared = {sid, *(int(pid) for pid in _children(sid)), *shell.chain()}
         earlier: set[int] = set()
         jobs_file = self._jobs_file(box)
         jobs_host = Path(jobs_file) if self.mechanism == "none" else box.map_writable(jobs_file)

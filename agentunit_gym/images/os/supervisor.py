@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import termios
-import threading
 import time
 import tty
 from typing import Any
@@ -44,7 +43,7 @@ DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 CAP_SETPCAP, CAP_SYS_CHROOT, CAP_SYS_ADMIN = 8, 18, 21
 PR_CAPBSET_DROP = 24
 PR_SET_NAME = 15
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH = 2
 AGENT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -126,12 +125,39 @@ SHIELDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 """Signals the supervisor ignores (an agent's ``kill -TERM -1`` or ``pkill -f``); children get them back."""
 
 
+CLONE_NEWPID = 0x20000000
+
+
+def new_pid_namespace() -> None:
+    """Make our next children the first processes of a new pid namespace (the agent's).
+
+    The agent's shell becomes its PID 1, as in ``docker run IMAGE bash``: docker-init and
+    this supervisor are not in its view, and every ``/proc`` entry it sees is its own (so
+    ``find /`` meets no unreadable ones). One-off commands (``run()``) are born into the
+    same namespace, so init scripts' daemons and checks see what the agent sees. Our own
+    namespace is first made the one for children again: a second ``unshare`` is refused
+    while they point elsewhere.
+    """
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    try:
+        if libc.setns(own, CLONE_NEWPID) != 0:
+            raise OSError(ctypes.get_errno(), "setns to our own pid namespace")
+    finally:
+        os.close(own)
+    if libc.unshare(CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare a pid namespace for the agent")
+
+
 def _enter_jail(controlling_tty: bool) -> None:
-    """In the child, before exec: chroot into the overlay and give up the dangerous caps."""
+    """In the child, before exec: chroot into the overlay and give up the dangerous caps.
+
+    The shell (``controlling_tty``) is PID 1 of the agent's pid namespace: it mounts that
+    namespace's own ``/proc`` over the container's first."""
     for sig in SHIELDED:  # ignored signals survive exec: give the agent's processes the defaults
         signal.signal(sig, signal.SIG_DFL)
     if controlling_tty:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        _mount("proc", ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chroot(ROOT)
     os.chdir("/root" if os.path.isdir("/root") else "/")
     for cap in (CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_SETPCAP):
@@ -286,6 +312,7 @@ class Shell:
     """
 
     def __init__(self) -> None:
+        new_pid_namespace()  # the shell is PID 1 there; when it ends, everything of the episode ends
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: bytes pass through unchanged
         self.master = master
@@ -447,17 +474,16 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
     pipe_in, pipe_out = proc.stdin, proc.stdout
     if pipe_out is None:
         raise RuntimeError("no output pipe")
+    # stdin is fed from the loop below, as the process takes it: one that does not read its
+    # stdin must not block us past the deadline. (Not from a thread: after unshare(CLONE_NEWPID)
+    # this process may not create threads.)
+    in_fd, pending = -1, memoryview(stdin or b"")
     if stdin is not None and pipe_in is not None:
-        # Fed from a thread: a process that does not read its stdin must not block us past
-        # the deadline (it is killed then, and the write fails with a broken pipe).
-        def feed(pipe: Any = pipe_in) -> None:
-            try:
-                pipe.write(stdin)
-                pipe.close()
-            except OSError:
-                pass
-
-        threading.Thread(target=feed, daemon=True).start()
+        in_fd = pipe_in.fileno()
+        os.set_blocking(in_fd, False)
+        if not pending:
+            pipe_in.close()
+            in_fd = -1
     cap = Capture(limit)
     fd = pipe_out.fileno()
     deadline = started + timeout
@@ -475,7 +501,16 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select(watched, [], [], min(left, slice_s))
+            ready, writable, _ = select.select(watched, [in_fd] if in_fd >= 0 else [], [], min(left, slice_s))
+            if writable:
+                try:
+                    pending = pending[os.write(in_fd, pending[:1 << 16]):]
+                except OSError:  # it closed its stdin or exited: the rest is not wanted
+                    pending = pending[:0]
+                if not pending:
+                    assert pipe_in is not None
+                    pipe_in.close()
+                    in_fd = -1
             if fd in ready:
                 data = os.read(fd, 1 << 16)
                 if not data:
@@ -486,6 +521,11 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
     finally:
         if exit_fd >= 0:
             os.close(exit_fd)
+        if in_fd >= 0 and pipe_in is not None:
+            try:
+                pipe_in.close()
+            except OSError:
+                pass
     if not timed_out:
         # EOF comes just before exit: wait for it. Background children the command started
         # (an init script's daemon) are left running, as in a terminal.
