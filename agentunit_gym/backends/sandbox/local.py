@@ -1040,6 +1040,22 @@ class LocalSandbox(Sandbox):
             self._contain_runaways(box, before, capture)
         return capture.result(None, True, started)
 
+    @staticmethod
+    def _discard_pending(shell: _Shell) -> None:
+        """Drop output waiting on the terminal (it would open the next command's output)."""
+        shell.pending.clear()
+        deadline = time.monotonic() + 0.2
+        with selectors.DefaultSelector() as sel:
+            sel.register(shell.fd, selectors.EVENT_READ)
+            while time.monotonic() < deadline and sel.select(0.02):
+                try:
+                    if not os.read(shell.fd, _CHUNK):
+                        return
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
+
     def _ns_pids(self, box: _Box) -> set[int]:
         """The pids of the box's pid namespace, as its own /proc lists them (empty when unisolated)."""
         if self.mechanism == "none" or box.ns_pid is None:
@@ -1093,6 +1109,8 @@ class LocalSandbox(Sandbox):
                     os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
             time.sleep(0.002)
+        if box.shell is not None:  # what the killed processes printed ("fork: retry: ...") is noise now
+            self._discard_pending(box.shell)
         capture.add(f"\n[{len(killed)} processes this command left running were killed: more than "
                     f"{self.runaway_budget} were still forking]\n".encode())
 
