@@ -114,7 +114,7 @@ _DEFAULT_ENV = {
 }
 
 _START_TIMEOUT_S = 10.0
-_RUNAWAY_WATCH_S = 0.2  # how long what a command left behind is watched while it keeps growing
+_RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
 _KILL_TIMEOUT_S = 5.0
 # After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
 # making new ones), then how long the shell gets to print its sentinel before we decide it is
@@ -190,6 +190,8 @@ class _Shell:
     """The sentinel prefix of the command in flight."""
     pending: bytearray = field(default_factory=bytearray)
     eof: bool = False
+    settled: set[int] | None = None
+    """The agent's processes (its own pid numbers) after the last command's runaway check."""
     init_pid: int | None = None
     """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
 
@@ -1012,7 +1014,9 @@ class LocalSandbox(Sandbox):
         if shell.pending:
             capture.add(bytes(shell.pending))
             shell.pending.clear()
-        before = self._ns_pids(box)
+        # What was there when the last command was settled: processes forked since by its
+        # background jobs count as new too, so a bomb that started slowly is caught later.
+        before = shell.settled if shell.settled is not None else self._ns_pids(box)
         try:
             self._send(shell, command)
         except OSError:  # broken pipe: the shell is gone
@@ -1021,6 +1025,7 @@ class LocalSandbox(Sandbox):
         status = self._read_sentinel(shell, shell.marker, capture, started + timeout)
         if status is not None:
             self._contain_runaways(box, before, capture)
+            shell.settled = self._ns_pids(box)
             return capture.result(status, False, started)
         if shell.eof:
             return self._shell_died(box, capture, started, timed_out=False)
@@ -1038,6 +1043,7 @@ class LocalSandbox(Sandbox):
             capture.add(b"\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]")
         else:
             self._contain_runaways(box, before, capture)
+            shell.settled = self._ns_pids(box)
         return capture.result(None, True, started)
 
     @staticmethod
@@ -1077,17 +1083,18 @@ class LocalSandbox(Sandbox):
         if self.mechanism == "none" or not before:
             return
         deadline = time.monotonic() + _RUNAWAY_WATCH_S
-        seen = 0
+        seen, still = 0, 0
         while True:
             new = self._ns_pids(box) - before
             if not new:
                 return
             if len(new) > self.runaway_budget or len(new) + len(before) >= self.pids_limit * 9 // 10:
                 break
-            if len(new) <= seen or time.monotonic() > deadline:
-                return  # stable (or slow): a deliberate background job
-            seen = len(new)
-            time.sleep(0.01)
+            still = still + 1 if len(new) <= seen else 0
+            if still >= 3 or time.monotonic() > deadline:
+                return  # stable over a few looks (a busy machine forks slowly): a deliberate job
+            seen = max(seen, len(new))
+            time.sleep(0.015)
         assert box.ns_pid is not None
         try:
             ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino

@@ -62,7 +62,7 @@ overlay shows the image's files, not the ones Docker mounts over them)."""
 RUNAWAY_BUDGET = int(os.environ.get("AU_RUNAWAY_BUDGET", "32"))
 """How many processes one command may leave running (a server, a few workers) before they
 count as runaways (a fork bomb) and are killed, so the next command can fork."""
-RUNAWAY_WATCH_S = 0.2
+RUNAWAY_WATCH_S = 0.5
 """How long we watch what a command left behind while it keeps growing."""
 
 
@@ -209,17 +209,18 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
     many processes were killed.
     """
     deadline = time.monotonic() + RUNAWAY_WATCH_S
-    seen = 0
+    seen, still = 0, 0
     while True:
         new = [pid for pid in other_pids() if pid not in before and pid not in spared]
         if not new:
             return 0
         if len(new) > RUNAWAY_BUDGET or len(new) + len(before) >= PIDS_LIMIT * 9 // 10:
             break
-        if len(new) <= seen or time.monotonic() > deadline:
-            return 0  # stable (or slow): a deliberate background job
-        seen = len(new)
-        time.sleep(0.01)
+        still = still + 1 if len(new) <= seen else 0
+        if still >= 3 or time.monotonic() > deadline:
+            return 0  # stable over a few looks (a busy machine forks slowly): a deliberate job
+        seen = max(seen, len(new))
+        time.sleep(0.015)
     killed: set[int] = set()
     end = time.monotonic() + 3.0
     while new and time.monotonic() < end:
@@ -313,6 +314,8 @@ class Shell:
 
     def __init__(self) -> None:
         new_pid_namespace()  # the shell is PID 1 there; when it ends, everything of the episode ends
+        self.settled: set[int] | None = None
+        """The processes present after the last command's runaway check."""
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: bytes pass through unchanged
         self.master = master
@@ -403,7 +406,9 @@ class Shell:
 
     def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
         started = time.monotonic()
-        before = set(other_pids())
+        # What was there when the last command was settled: processes forked since by its
+        # background jobs count as new too, so a bomb that started slowly is caught later.
+        before = self.settled if self.settled is not None else set(other_pids())
         code, cap, state = self._roundtrip(command, timeout, limit)
         timed_out = state == "timeout"
         restarted = False
@@ -439,6 +444,7 @@ class Shell:
         cap.finish()
         if not restarted:
             killed = contain_runaways(before, {self.proc.pid, os.getpgid(0)})
+            self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
                 cap.note(f"\n[{killed} processes this command left running were killed: more than "
