@@ -299,7 +299,9 @@ def test_process_view_matches_docker_run_of_the_image(client: Any) -> None:
     from agentunit_gym.backends.images import LABEL
 
     init = "sleep 1000 >/dev/null 2>&1 & (setsid sleep 1001 >/dev/null 2>&1 &); useradd -m jack; sleep 0.3"
-    listing = "ps -A -o comm= | sort | tr '\\n' ' '; echo; ps -A | wc -l"
+    # ps alone, into a file: in a pipeline it races the pipeline's other members being started.
+    listing = ("ps -A -o comm= > /tmp/ps.txt; ps -A > /tmp/psa.txt; sort /tmp/ps.txt | tr '\\n' ' '; echo; "
+               "wc -l < /tmp/psa.txt")
     with DockerSandbox(client=client, pool_size=0) as sandbox:
         plain = client.containers.run(sandbox.image, ["bash", "-c", f"{init}; {listing}; true"], network_mode="none",
                                       remove=True, labels={LABEL: "1"}).decode()
@@ -308,7 +310,7 @@ def test_process_view_matches_docker_run_of_the_image(client: Any) -> None:
         found = sandbox.shell("find / -name no-such-file-anywhere; echo find=$?")
     # Same shape: bash (PID 1: the shell there, the agent's shell here), the init's two sleeps,
     # and the listing's own processes.
-    assert ours.split() == plain.split() == ["bash", "ps", "sleep", "sleep", "sort", "tr", "6"]
+    assert ours.split() == plain.split() == ["bash", "ps", "sleep", "sleep", "5"]
     assert found.output == "find=0\n"  # no unreadable /proc entries of processes the agent cannot see
 
 
