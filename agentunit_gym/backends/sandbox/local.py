@@ -1110,8 +1110,10 @@ class LocalSandbox(Sandbox):
                 break
             for pid in targets:
                 st = _read_proc_stat(pid)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    if st is not None and st[0] not in (shell_group, *_children_ints(shell_group)):
+                # OSError: the process is exiting (its stat may then show group 0: never signal that,
+                # it would mean our own group).
+                with contextlib.suppress(OSError):
+                    if st is not None and st[0] > 1 and st[0] not in (shell_group, *_children_ints(shell_group)):
                         os.killpg(st[0], signal.SIGKILL)  # the whole group at once: it stops forking
                     os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
@@ -1214,7 +1216,7 @@ class LocalSandbox(Sandbox):
         while time.monotonic() < deadline:
             groups = set()
             for pid, (pgrp, session) in _scan_processes():
-                if session != sid or pgrp in spared:
+                if session != sid or pgrp in spared or pgrp <= 1:  # 0: an exiting process
                     continue
                 ns_pgid = _ns_pgid(pid) if self.mechanism != "none" else pgrp
                 if ns_pgid not in earlier:
