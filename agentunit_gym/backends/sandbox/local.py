@@ -114,7 +114,7 @@ _DEFAULT_ENV = {
 }
 
 _START_TIMEOUT_S = 10.0
-_RUNAWAY_WATCH_S = 0.2  # how long what a command left behind is watched while it keeps growing
+_RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
 _KILL_TIMEOUT_S = 5.0
 # After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
 # making new ones), then how long the shell gets to print its sentinel before we decide it is
@@ -190,6 +190,20 @@ class _Shell:
     """The sentinel prefix of the command in flight."""
     pending: bytearray = field(default_factory=bytearray)
     eof: bool = False
+    settled: set[int] | None = None
+    """The agent's processes (its own pid numbers) after the last command's runaway check."""
+    init_pid: int | None = None
+    """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
+
+    def chain(self) -> list[int]:
+        """Host pids from the session leader down to the interactive bash (nsenter, unshare, bash)."""
+        found = [self.proc.pid]
+        while len(found) < 3:
+            kids = _children(found[-1])
+            if not kids:
+                break
+            found.append(int(kids[0]))
+        return found
 
 
 @dataclass
@@ -643,7 +657,7 @@ class LocalSandbox(Sandbox):
     def _choose_mechanism(self) -> Literal["bwrap", "unshare", "none"]:
         if self.isolation_requested == "none":
             return "none"
-        tools = ("nsenter", "setsid", *(["setpriv"] if drop_privileges_argv() else []))
+        tools = ("nsenter", "setsid", "unshare", *(["setpriv"] if drop_privileges_argv() else []))
         missing = [tool for tool in tools if process.which(tool) is None]
         if missing and not self.allow_unisolated:
             raise IsolationError(f"the local sandbox needs {' and '.join(missing)} (util-linux) to enter its "
@@ -849,9 +863,33 @@ class LocalSandbox(Sandbox):
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
         assert box.ns_pid is not None
+        # Into the agent's own pid namespace (and its /proc) once its shell is up, else the box's.
+        target = self._agent_init(box) or box.ns_pid
         # With network=True the sandbox is in the host's network namespace, which we may not enter.
-        return ["nsenter", "-t", str(box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
+        return ["nsenter", "-t", str(target), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
                 "--preserve-credentials", "--", "/usr/bin/env", f"--chdir={self._workdir_in(box)}", *argv]
+
+    def _enter_argv_box(self, box: _Box, argv: Sequence[str]) -> list[str]:
+        """``argv`` entering the box's own namespaces (what a new shell starts from)."""
+        shell, box.shell = box.shell, None
+        try:
+            return self._enter_argv(box, argv)
+        finally:
+            box.shell = shell
+
+    @staticmethod
+    def _agent_init(box: _Box) -> int | None:
+        """Host pid of the agent's shell, PID 1 of the agent's pid namespace; None when there is none."""
+        shell = box.shell
+        if shell is None or shell.eof:
+            return None
+        if shell.init_pid is None:
+            chain = shell.chain()
+            if len(chain) == 3:  # nsenter, its child unshare, unshare's child: the shell
+                shell.init_pid = chain[2]
+        if shell.init_pid is not None and _proc_stat_fields(shell.init_pid) is None:
+            return None
+        return shell.init_pid
 
     def _workdir_in(self, box: _Box) -> str:
         return str(box.writable("/root")) if self.mechanism == "none" else self.workdir
@@ -872,9 +910,14 @@ class LocalSandbox(Sandbox):
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
             # `setsid --ctty` makes the terminal the session's controlling terminal, so the
             # interactive bash gets real job control (and reports like the docker shell).
-            argv = ["setsid", "--ctty", *self._enter_argv(box, [
-                "/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
-                self._workdir_in(box), self._jobs_file(box), str(control_read)])]
+            shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
+                     self._workdir_in(box), self._jobs_file(box), str(control_read)]
+            if self.mechanism != "none":
+                # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
+                # sees its shell and what it starts (and run()'s commands, which join it), not
+                # the box's holder processes: the view of `docker run IMAGE bash`.
+                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--", *shell]
+            argv = ["setsid", "--ctty", *self._enter_argv_box(box, shell)]
             proc = self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, in_sandbox=True,
                                pass_fds=(control_read,), new_session=False)
         except BaseException:
@@ -971,7 +1014,9 @@ class LocalSandbox(Sandbox):
         if shell.pending:
             capture.add(bytes(shell.pending))
             shell.pending.clear()
-        before = self._ns_pids(box)
+        # What was there when the last command was settled: processes forked since by its
+        # background jobs count as new too, so a bomb that started slowly is caught later.
+        before = shell.settled if shell.settled is not None else self._ns_pids(box)
         try:
             self._send(shell, command)
         except OSError:  # broken pipe: the shell is gone
@@ -980,6 +1025,7 @@ class LocalSandbox(Sandbox):
         status = self._read_sentinel(shell, shell.marker, capture, started + timeout)
         if status is not None:
             self._contain_runaways(box, before, capture)
+            shell.settled = self._ns_pids(box)
             return capture.result(status, False, started)
         if shell.eof:
             return self._shell_died(box, capture, started, timed_out=False)
@@ -997,14 +1043,32 @@ class LocalSandbox(Sandbox):
             capture.add(b"\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]")
         else:
             self._contain_runaways(box, before, capture)
+            shell.settled = self._ns_pids(box)
         return capture.result(None, True, started)
+
+    @staticmethod
+    def _discard_pending(shell: _Shell) -> None:
+        """Drop output waiting on the terminal (it would open the next command's output)."""
+        shell.pending.clear()
+        deadline = time.monotonic() + 0.2
+        with selectors.DefaultSelector() as sel:
+            sel.register(shell.fd, selectors.EVENT_READ)
+            while time.monotonic() < deadline and sel.select(0.02):
+                try:
+                    if not os.read(shell.fd, _CHUNK):
+                        return
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
 
     def _ns_pids(self, box: _Box) -> set[int]:
         """The pids of the box's pid namespace, as its own /proc lists them (empty when unisolated)."""
         if self.mechanism == "none" or box.ns_pid is None:
             return set()
         try:
-            return {int(entry) for entry in os.listdir(f"/proc/{box.ns_pid}/root/proc") if entry.isdigit()}
+            view = self._agent_init(box) or box.ns_pid
+            return {int(entry) for entry in os.listdir(f"/proc/{view}/root/proc") if entry.isdigit()}
         except OSError:
             return set()
 
@@ -1019,20 +1083,21 @@ class LocalSandbox(Sandbox):
         if self.mechanism == "none" or not before:
             return
         deadline = time.monotonic() + _RUNAWAY_WATCH_S
-        seen = 0
+        seen, still = 0, 0
         while True:
             new = self._ns_pids(box) - before
             if not new:
                 return
             if len(new) > self.runaway_budget or len(new) + len(before) >= self.pids_limit * 9 // 10:
                 break
-            if len(new) <= seen or time.monotonic() > deadline:
-                return  # stable (or slow): a deliberate background job
-            seen = len(new)
-            time.sleep(0.01)
+            still = still + 1 if len(new) <= seen else 0
+            if still >= 3 or time.monotonic() > deadline:
+                return  # stable over a few looks (a busy machine forks slowly): a deliberate job
+            seen = max(seen, len(new))
+            time.sleep(0.015)
         assert box.ns_pid is not None
         try:
-            ns = os.stat(f"/proc/{box.ns_pid}/ns/pid").st_ino
+            ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino
         except OSError:
             return
         shell_group = box.shell.proc.pid if box.shell is not None else -1
@@ -1045,12 +1110,16 @@ class LocalSandbox(Sandbox):
                 break
             for pid in targets:
                 st = _read_proc_stat(pid)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    if st is not None and st[0] not in (shell_group, *_children_ints(shell_group)):
+                # OSError: the process is exiting (its stat may then show group 0: never signal that,
+                # it would mean our own group).
+                with contextlib.suppress(OSError):
+                    if st is not None and st[0] > 1 and st[0] not in (shell_group, *_children_ints(shell_group)):
                         os.killpg(st[0], signal.SIGKILL)  # the whole group at once: it stops forking
                     os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
             time.sleep(0.002)
+        if box.shell is not None:  # what the killed processes printed ("fork: retry: ...") is noise now
+            self._discard_pending(box.shell)
         capture.add(f"\n[{len(killed)} processes this command left running were killed: more than "
                     f"{self.runaway_budget} were still forking]\n".encode())
 
@@ -1134,8 +1203,9 @@ class LocalSandbox(Sandbox):
     def _kill_command_groups(self, box: _Box, shell: _Shell) -> None:
         """Kill every process group of the shell's session that is not the shell's own or an earlier job."""
         sid = shell.proc.pid  # nsenter (or bash) leads the session
-        # The interactive bash leads a process group of its own: spare it too.
-        spared = {sid, *(int(pid) for pid in _children(sid))}
+        # The interactive bash leads a process group of its own, and so may the processes
+        # between it and the session leader (unshare): spare them too.
+        spared = {sid, *(int(pid) for pid in _children(sid)), *shell.chain()}
         earlier: set[int] = set()
         jobs_file = self._jobs_file(box)
         jobs_host = Path(jobs_file) if self.mechanism == "none" else box.map_writable(jobs_file)
@@ -1146,7 +1216,7 @@ class LocalSandbox(Sandbox):
         while time.monotonic() < deadline:
             groups = set()
             for pid, (pgrp, session) in _scan_processes():
-                if session != sid or pgrp in spared:
+                if session != sid or pgrp in spared or pgrp <= 1:  # 0: an exiting process
                     continue
                 ns_pgid = _ns_pgid(pid) if self.mechanism != "none" else pgrp
                 if ns_pgid not in earlier:

@@ -46,4 +46,11 @@ pivot_root . .
 umount -l .
 cd /
 hostname sandbox 2>/dev/null || true  # sethostname: allowed in our own uts namespace
+# A new network namespace starts with `lo` down (bubblewrap brings it up itself). With
+# network=True this is the host's namespace, which we may not change: failures are ignored.
+ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || python3 -c '
+import fcntl, socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0))[:18])[1]
+fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 1))' 2>/dev/null || true
 eval "$FINISH"

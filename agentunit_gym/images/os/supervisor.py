@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import termios
-import threading
 import time
 import tty
 from typing import Any
@@ -44,7 +43,7 @@ DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 CAP_SETPCAP, CAP_SYS_CHROOT, CAP_SYS_ADMIN = 8, 18, 21
 PR_CAPBSET_DROP = 24
 PR_SET_NAME = 15
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH = 2
 AGENT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -63,7 +62,7 @@ overlay shows the image's files, not the ones Docker mounts over them)."""
 RUNAWAY_BUDGET = int(os.environ.get("AU_RUNAWAY_BUDGET", "32"))
 """How many processes one command may leave running (a server, a few workers) before they
 count as runaways (a fork bomb) and are killed, so the next command can fork."""
-RUNAWAY_WATCH_S = 0.2
+RUNAWAY_WATCH_S = 0.5
 """How long we watch what a command left behind while it keeps growing."""
 
 
@@ -126,12 +125,39 @@ SHIELDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 """Signals the supervisor ignores (an agent's ``kill -TERM -1`` or ``pkill -f``); children get them back."""
 
 
+CLONE_NEWPID = 0x20000000
+
+
+def new_pid_namespace() -> None:
+    """Make our next children the first processes of a new pid namespace (the agent's).
+
+    The agent's shell becomes its PID 1, as in ``docker run IMAGE bash``: docker-init and
+    this supervisor are not in its view, and every ``/proc`` entry it sees is its own (so
+    ``find /`` meets no unreadable ones). One-off commands (``run()``) are born into the
+    same namespace, so init scripts' daemons and checks see what the agent sees. Our own
+    namespace is first made the one for children again: a second ``unshare`` is refused
+    while they point elsewhere.
+    """
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    try:
+        if libc.setns(own, CLONE_NEWPID) != 0:
+            raise OSError(ctypes.get_errno(), "setns to our own pid namespace")
+    finally:
+        os.close(own)
+    if libc.unshare(CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare a pid namespace for the agent")
+
+
 def _enter_jail(controlling_tty: bool) -> None:
-    """In the child, before exec: chroot into the overlay and give up the dangerous caps."""
+    """In the child, before exec: chroot into the overlay and give up the dangerous caps.
+
+    The shell (``controlling_tty``) is PID 1 of the agent's pid namespace: it mounts that
+    namespace's own ``/proc`` over the container's first."""
     for sig in SHIELDED:  # ignored signals survive exec: give the agent's processes the defaults
         signal.signal(sig, signal.SIG_DFL)
     if controlling_tty:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        _mount("proc", ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chroot(ROOT)
     os.chdir("/root" if os.path.isdir("/root") else "/")
     for cap in (CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_SETPCAP):
@@ -183,17 +209,18 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
     many processes were killed.
     """
     deadline = time.monotonic() + RUNAWAY_WATCH_S
-    seen = 0
+    seen, still = 0, 0
     while True:
         new = [pid for pid in other_pids() if pid not in before and pid not in spared]
         if not new:
             return 0
         if len(new) > RUNAWAY_BUDGET or len(new) + len(before) >= PIDS_LIMIT * 9 // 10:
             break
-        if len(new) <= seen or time.monotonic() > deadline:
-            return 0  # stable (or slow): a deliberate background job
-        seen = len(new)
-        time.sleep(0.01)
+        still = still + 1 if len(new) <= seen else 0
+        if still >= 3 or time.monotonic() > deadline:
+            return 0  # stable over a few looks (a busy machine forks slowly): a deliberate job
+        seen = max(seen, len(new))
+        time.sleep(0.015)
     killed: set[int] = set()
     end = time.monotonic() + 3.0
     while new and time.monotonic() < end:
@@ -286,6 +313,9 @@ class Shell:
     """
 
     def __init__(self) -> None:
+        new_pid_namespace()  # the shell is PID 1 there; when it ends, everything of the episode ends
+        self.settled: set[int] | None = None
+        """The processes present after the last command's runaway check."""
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: bytes pass through unchanged
         self.master = master
@@ -376,7 +406,9 @@ class Shell:
 
     def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
         started = time.monotonic()
-        before = set(other_pids())
+        # What was there when the last command was settled: processes forked since by its
+        # background jobs count as new too, so a bomb that started slowly is caught later.
+        before = self.settled if self.settled is not None else set(other_pids())
         code, cap, state = self._roundtrip(command, timeout, limit)
         timed_out = state == "timeout"
         restarted = False
@@ -412,6 +444,7 @@ class Shell:
         cap.finish()
         if not restarted:
             killed = contain_runaways(before, {self.proc.pid, os.getpgid(0)})
+            self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
                 cap.note(f"\n[{killed} processes this command left running were killed: more than "
@@ -447,17 +480,16 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
     pipe_in, pipe_out = proc.stdin, proc.stdout
     if pipe_out is None:
         raise RuntimeError("no output pipe")
+    # stdin is fed from the loop below, as the process takes it: one that does not read its
+    # stdin must not block us past the deadline. (Not from a thread: after unshare(CLONE_NEWPID)
+    # this process may not create threads.)
+    in_fd, pending = -1, memoryview(stdin or b"")
     if stdin is not None and pipe_in is not None:
-        # Fed from a thread: a process that does not read its stdin must not block us past
-        # the deadline (it is killed then, and the write fails with a broken pipe).
-        def feed(pipe: Any = pipe_in) -> None:
-            try:
-                pipe.write(stdin)
-                pipe.close()
-            except OSError:
-                pass
-
-        threading.Thread(target=feed, daemon=True).start()
+        in_fd = pipe_in.fileno()
+        os.set_blocking(in_fd, False)
+        if not pending:
+            pipe_in.close()
+            in_fd = -1
     cap = Capture(limit)
     fd = pipe_out.fileno()
     deadline = started + timeout
@@ -475,7 +507,16 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select(watched, [], [], min(left, slice_s))
+            ready, writable, _ = select.select(watched, [in_fd] if in_fd >= 0 else [], [], min(left, slice_s))
+            if writable:
+                try:
+                    pending = pending[os.write(in_fd, pending[:1 << 16]):]
+                except OSError:  # it closed its stdin or exited: the rest is not wanted
+                    pending = pending[:0]
+                if not pending:
+                    assert pipe_in is not None
+                    pipe_in.close()
+                    in_fd = -1
             if fd in ready:
                 data = os.read(fd, 1 << 16)
                 if not data:
@@ -486,6 +527,11 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
     finally:
         if exit_fd >= 0:
             os.close(exit_fd)
+        if in_fd >= 0 and pipe_in is not None:
+            try:
+                pipe_in.close()
+            except OSError:
+                pass
     if not timed_out:
         # EOF comes just before exit: wait for it. Background children the command started
         # (an init script's daemon) are left running, as in a terminal.
