@@ -59,6 +59,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-rps", type=float, default=None,
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
     p.add_argument("--quiet", action="store_true", help="no progress bar or tables")
+    from agentunit_gym.cli.judge_cmd import add_judge_options
+
+    add_judge_options(p, for_eval=True)
+    p.add_argument("--judge-base-url", default=None, help="the judge's endpoint (default: --base-url)")
     p.set_defaults(func=run)
 
 
@@ -100,8 +104,14 @@ def run(args: argparse.Namespace) -> int:
 
         result = evaluate(config, args.output, resume=args.resume, base_url=args.base_url,
                           api_key_env=args.api_key_env, agent_options=agent_options, progress=progress)
+    from agentunit_gym.cli.judge_cmd import judge_config, judge_with_progress, print_judge_summary
+
+    summary = result.summary
+    if args.judge:
+        _, summary, _ = judge_with_progress(result.run_dir, judge_config(args), quiet=args.quiet)
     if not args.quiet:
-        print_summary(Console(), result.summary)
+        print_summary(Console(), summary)
+        print_judge_summary(Console(), summary)
     Console(stderr=True, quiet=args.quiet).print(
         f"{len(result.outcome.records)} episodes run, {result.outcome.skipped} already done, "
         f"in {result.outcome.elapsed_s:.1f} s. Results: {result.run_dir} (report: {result.report})")

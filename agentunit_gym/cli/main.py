@@ -12,7 +12,7 @@ from agentunit_gym.errors import AgentUnitError
 
 # Each module registers its subcommands with ``register(subparsers)``; the handler it sets
 # as ``func`` returns the exit code.
-COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "compare", "bench")
+COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

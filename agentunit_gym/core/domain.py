@@ -284,6 +284,9 @@ class Domain:
     """Extra blocks of the report for runs with episodes of this domain."""
     description: str = ""
     """A paragraph for ``docs`` and ``tasks list``: what the agent does in this domain."""
+    criteria: Path | None = None
+    """The judge's reviewed default criteria (a YAML file, ``docs/judge.md``); None: the judge's
+    critic proposes them from the run's episodes."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier() or self.name != self.name.lower():

@@ -35,6 +35,7 @@ DOMAIN = Domain(
     ),
     suite=_HERE / "suite",
     traps=_HERE / "traps.yaml",
+    criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
     report_sections=(
         ReportSection("OS: grading", ("exact_match", "success_rate", "step_efficiency"),
