@@ -3,9 +3,10 @@
 #
 # On a fresh machine (as root) this installs what the real backends need from Debian's
 # packages (Docker engine, debootstrap, bubblewrap, Chromium), starts dockerd when none
-# answers, builds the project's images (bootstrapping the base image from Debian packages
-# when nothing can be pulled), then runs pytest with the Docker-backed tests required, not
-# skipped. As a non-root user without Docker it runs everything that needs no daemon.
+# answers (and leaves it running afterwards, saying so), builds the project's images
+# (bootstrapping the base image from Debian packages when nothing can be pulled), then runs
+# pytest with the Docker-backed tests required, not skipped. As a non-root user without
+# Docker it runs everything that needs no daemon.
 #
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
@@ -35,16 +36,22 @@ fi
 
 docker_up() { timeout 10 docker info >/dev/null 2>&1; }
 
+# A daemon started here is left running when the script ends, so that what runs next (the
+# README's `agentunit-gym eval`) sees the same backends the tests used; it is said twice.
 started_dockerd=""
 if have dockerd && ! docker_up && is_root; then
-  log "starting dockerd"
-  dockerd >/tmp/agentunit-dockerd.log 2>&1 &
+  log "starting dockerd (it keeps running after the tests; log: /tmp/agentunit-dockerd.log)"
+  nohup dockerd >/tmp/agentunit-dockerd.log 2>&1 &
   started_dockerd=$!
   for _ in $(seq 1 60); do docker_up && break; sleep 1; done
   docker_up || { echo "dockerd did not come up within 60 s; see /tmp/agentunit-dockerd.log" >&2; exit 1; }
 fi
-cleanup() { [ -n "$started_dockerd" ] && kill "$started_dockerd" 2>/dev/null || true; }
-trap cleanup EXIT
+say_dockerd() {
+  [ -n "$started_dockerd" ] || return 0
+  log "the Docker daemon this script started is still running (pid $started_dockerd), so" \
+      "agentunit-gym eval uses the docker backend; stop it with: kill $started_dockerd"
+}
+trap say_dockerd EXIT
 
 if docker_up; then
   log "building the project's images (bootstraps the base image if nothing can be pulled)"

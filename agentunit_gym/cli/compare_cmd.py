@@ -12,7 +12,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compare", help="compare two eval runs metric by metric",
         description="Metrics of two runs side by side. A difference is significant when the 95% bootstrap "
-                    "interval of B - A (episodes resampled within each run) excludes 0.")
+                    "interval of B - A excludes 0: paired by task when the runs share tasks (the same tasks "
+                    "resampled for both; the success rate also gets an exact sign test over tasks), "
+                    "unpaired only for disjoint task sets.")
     p.add_argument("run_a", type=Path, help="baseline run directory")
     p.add_argument("run_b", type=Path, help="candidate run directory")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -34,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
-    table = Table(title=f"A = {args.run_a}   B = {args.run_b}")
+    method = next((r.method for r in rows if r.method), "")
+    table = Table(title=f"A = {args.run_a}   B = {args.run_b}   ({method.replace('_', ' ')})")
     for col in ("metric", "A", "B", "B - A", "95% CI of B - A", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     styles = {"better": "green", "worse": "red", "different": "yellow", "same": "dim", "n/a": "dim"}
@@ -47,4 +50,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(r.name, fmt(r.a, r.unit), fmt(r.b, r.unit), diff, ci,
                       f"[{styles[r.verdict]}]{r.verdict}[/]")
     Console().print(table)
+    success = next((r for r in rows if r.name == "success_rate" and r.p_value is not None), None)
+    if success is not None:
+        Console().print(f"success rate, exact sign test over tasks: p = {success.p_value:.3g}")
     return 0

@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", default="oracle", help="oracle | random | openai:<model> | module:attr (default oracle)")
     p.add_argument("--backend", action="append", dest="backends", metavar="BACKEND", choices=backend_choices(),
                    help=f"auto | {backend_help()}; repeatable, one per domain; default auto")
+    p.add_argument("--tasks", type=Path, default=None, metavar="PATH",
+                   help="tasks instead of the bundled suite: native task files or folders, or a format the env's "
+                        "domain detects (e.g. an AgentBench checkout's data/); give one --env with it")
     p.add_argument("-n", type=int, default=None, help="tasks sampled per env (seeded); default all")
     p.add_argument("--runs", type=int, default=1, help="repeats per task (for pass@k, pass^k); default 1")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight per env; default 4")
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     env_options: dict[str, Any] = {}
     if args.max_steps is not None:
         env_options["max_steps"] = args.max_steps
+    if args.tasks is not None:
+        env_options["tasks"] = str(args.tasks.resolve())
     config = EvalConfig(
         envs=tuple(args.envs or env_ids()), agent=args.agent, backends=tuple(args.backends or ["auto"]), n=args.n,
         runs=args.runs, concurrency=args.concurrency, task_ids=tuple(args.task_ids),

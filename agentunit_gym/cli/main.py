@@ -12,7 +12,7 @@ from agentunit_gym.errors import AgentUnitError
 
 # Each module registers its subcommands with ``register(subparsers)``; the handler it sets
 # as ``func`` returns the exit code.
-COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare", "bench")
+COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,13 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agentunit-gym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"agentunit_gym.cli.{name}_cmd")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"agentunit_gym.cli.{name}_cmd":
-                continue  # command not part of this build
-            raise
-        module.register(sub)
+        importlib.import_module(f"agentunit_gym.cli.{name}_cmd").register(sub)
     return parser
 
 

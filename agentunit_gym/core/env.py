@@ -11,9 +11,10 @@ step counting, JSON tool calls, classification of invalid replies, the step limi
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
@@ -30,13 +31,16 @@ from agentunit_gym.core.actions import (
     render_json_call,
 )
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.reference import SENTINEL, OutputReply
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
-from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskNotFoundError
+from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.loader import load_tasks
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
+
+logger = logging.getLogger("agentunit_gym")
 
 InvalidPolicy = Literal["continue", "terminate"]
 
@@ -74,7 +78,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     """Base class of the AgentUnit envs.
 
     Args:
-        tasks: the suite: None for the bundled one, task files or folders, or task specs.
+        tasks: the suite: None for the bundled one, task files or folders (native, or a format
+            the domain's description detects, e.g. an AgentBench checkout), or task specs.
         max_steps: turn limit; None takes the task's, else the domain's AgentBench default.
         invalid_action: ``"continue"`` shows the feedback and goes on (AgentUnit's loop);
             ``"terminate"`` ends the episode with IF/IA (AgentBench's behaviour).
@@ -176,6 +181,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def tasks(self) -> list[TaskT]:
         """The tasks this env can run on its backend."""
         return [t for t in self._all_tasks if t.supports(self.backend_name)]
+
+    @property
+    def suite(self) -> list[TaskT]:
+        """Every task of the env's suite, whether its backend can run it or not."""
+        return list(self._all_tasks)
 
     @property
     def task(self) -> TaskT | None:
@@ -338,7 +348,16 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         return self._record_end(reason, score, detail)
 
     def render_action(self, step: ReferenceStep, form: Literal["react", "json"] = "react") -> str:
-        """Write a reference step as the agent would send it (used by the oracle)."""
+        """Write a reference step as the agent would send it (used by the oracle).
+
+        A ``from_output`` step becomes an :class:`~agentunit_gym.core.reference.OutputReply`,
+        which the oracle completes from the previous observation.
+
+        Raises:
+            ConfigError: the step does not fit the tool, or asks for an output this env cannot read.
+        """
+        if step.from_output:
+            return self._render_from_output(step, form)
         arguments = self._arguments_of(step)
         if form == "json":
             return render_json_call(step.tool, arguments)
@@ -385,6 +404,26 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         if self._task is not None:
             self._end_episode()
 
+    def _output_reader(self) -> Callable[[str], str] | None:
+        """``observation -> output`` for ``from_output`` reference steps: a module-level
+        function (it travels with the reference to other processes); None when the env's
+        observations carry no command output to answer with."""
+        return None
+
+    def _render_from_output(self, step: ReferenceStep, form: Literal["react", "json"]) -> OutputReply:
+        reader = self._output_reader()
+        spec = self._tool_table.get(step.tool)
+        if reader is None or spec is None or spec.primary is None:
+            raise ConfigError(f"reference step {step.tool!r} takes its argument from the previous output, which "
+                              f"the {self.domain} env cannot provide for that tool.")
+        sentinel_step = ReferenceStep(tool=step.tool, arguments={spec.primary: SENTINEL})
+        rendered = self.render_action(sentinel_step, form)
+        try:
+            return OutputReply.from_rendering(rendered, extract=reader, json_string=form == "json")
+        except ValueError as exc:
+            raise ConfigError(f"the {self.domain} env cannot render {step.tool!r} with an output filled in: {exc}.") \
+                from exc
+
     def _arguments_of(self, step: ReferenceStep) -> dict[str, Any]:
         if isinstance(step.arguments, dict):
             return dict(step.arguments)
@@ -400,7 +439,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
             specs = get_domain(self.domain).bundled_tasks()
         elif isinstance(tasks, (str, Path)):
-            specs = load_tasks(tasks, self.task_model)
+            specs = self._load_path(Path(tasks))
         else:
             items = list(tasks)
             if all(isinstance(t, TaskSpec) for t in items):
@@ -411,6 +450,27 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                     raise ConfigError("tasks mixes task specs and task files; pass a list of one kind.")
                 specs = load_tasks(paths, self.task_model)
         return [self._coerce_task(t) for t in specs]
+
+    def _load_path(self, path: Path) -> Sequence[TaskSpec]:
+        """Native task files, or a foreign format the domain's description detects (AgentBench's).
+
+        Native files are all-or-nothing (the first bad task raises). A foreign file keeps its
+        good items: the ones that do not convert are logged as one warning, and only a path
+        with no usable task raises.
+        """
+        from agentunit_gym.core.registry import domain_names, get_domain
+
+        domain = get_domain(self.domain) if self.domain in domain_names() else None
+        if domain is None or domain.detect_format(path) == "native":
+            return load_tasks(path, self.task_model)
+        result = domain.load_tasks(path)
+        if result.problems:
+            logger.warning("%d item(s) of %s did not convert and are left out; the first: %s",
+                           len(result.problems), path, result.problems[0])
+        if not result.tasks:
+            result.raise_first()
+            raise TaskFileError(str(path), "no task in this file or folder.")
+        return result.tasks
 
     def _coerce_task(self, task: TaskSpec | dict[str, Any]) -> TaskT:
         if not isinstance(task, self.task_model):

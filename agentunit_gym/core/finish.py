@@ -35,3 +35,14 @@ _ABBREVIATIONS = {
     FinishReason.TASK_LIMIT: "TLE",
     FinishReason.ERROR: "Error",
 }
+
+
+class LimitKind(str, Enum):
+    """Which limit ended a ``TASK_LIMIT`` episode, in ``info["limit"]`` and the trace."""
+
+    STEPS = "steps"
+    """The turn limit (the env's, or ``LimitEpisode``'s, or ``gym.make(max_episode_steps=N)``)."""
+    TIME = "time"
+    """The wall-clock limit per episode."""
+    LOOP = "loop"
+    """The same action repeated (``DetectLoops(on_loop="end")``)."""

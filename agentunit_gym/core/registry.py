@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 from agentunit_gym.core.domain import Domain, import_object
 from agentunit_gym.errors import ConfigError, DomainError, TaskNotFoundError
@@ -175,13 +176,18 @@ def env_ids() -> list[str]:
 def register_envs() -> None:
     """Register every env id of every domain with gymnasium (idempotent).
 
-    No ``max_episode_steps``: the env enforces its own turn limit and reports it as TLE.
+    No ``max_episode_steps``: the env enforces its own turn limit and reports it as TLE. A
+    ``max_episode_steps`` given to ``gym.make`` also ends as TLE with a score (through
+    :class:`~agentunit_gym.wrappers.limits.EndTruncatedEpisode`).
     """
+    # gymnasium applies TimeLimit for make(..., max_episode_steps=N) without telling the env;
+    # this wrapper, applied outside it, ends such an episode as TLE with a score.
+    end_truncated = WrapperSpec("EndTruncatedEpisode", "agentunit_gym.wrappers.limits:EndTruncatedEpisode", {})
     for domain in domains():
         for spec in domain.envs:
             if spec.id not in gym.registry:
                 gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),
-                             disable_env_checker=False)
+                             disable_env_checker=False, additional_wrappers=(end_truncated,))
 
 
 def find_task(task_id: str, domain: str | None = None) -> tuple[Domain, TaskSpec]:

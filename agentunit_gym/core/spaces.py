@@ -4,6 +4,11 @@ gymnasium's ``Text`` only contains strings drawn from its charset (alphanumerics
 default), which would reject most observations and agent replies. ``UnicodeText`` keeps
 ``Text`` as its base so that gymnasium's vector utilities (``batch_space``,
 ``concatenate``) handle it, and replaces membership and sampling.
+
+Flattening (``gym.spaces.flatten`` and friends): a bounded space (``max_length`` set)
+flattens to its Unicode code points, padded with -1 to ``max_length``, in a ``Box`` of
+int32; ``unflatten`` gives the text back exactly. The envs' spaces are unbounded (an
+observation has no fixed length), and flattening them raises a ``ConfigError`` that says so.
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ from typing import Any
 
 import numpy as np
 from gymnasium.error import CustomSpaceError
-from gymnasium.spaces import Text
+from gymnasium.spaces import Box, Text
+from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
 from gymnasium.vector.utils import create_shared_memory
+
+from agentunit_gym.errors import ConfigError
 
 # Printable ASCII plus a few non-Latin, combining and astral characters: samples exercise
 # Unicode handling without being unreadable.
@@ -72,3 +80,45 @@ def _no_shared_memory(space: UnicodeText, n: int = 1, ctx: Any = None) -> Any:
     raise CustomSpaceError(
         "UnicodeText observations are arbitrary-length text: create AsyncVectorEnv with shared_memory=False."
     )
+
+
+_PAD = -1
+_MAX_CODE_POINT = 0x10FFFF
+
+
+def _bounded(space: UnicodeText) -> int:
+    if space.unicode_max_length is None:
+        raise ConfigError(
+            "UnicodeText(max_length=None) cannot be flattened: its strings (observations, replies) have no "
+            "fixed length, and a flat vector needs one. Tokenise the text yourself, or flatten a "
+            "UnicodeText(max_length=N), which holds Unicode code points padded to N."
+        )
+    return space.unicode_max_length
+
+
+@flatdim.register(UnicodeText)
+def _flatdim_unicode(space: UnicodeText) -> int:
+    return _bounded(space)
+
+
+@flatten_space.register(UnicodeText)
+def _flatten_space_unicode(space: UnicodeText) -> Box:
+    return Box(low=_PAD, high=_MAX_CODE_POINT, shape=(_bounded(space),), dtype=np.int32)
+
+
+@flatten.register(UnicodeText)
+def _flatten_unicode(space: UnicodeText, x: str) -> np.ndarray[Any, np.dtype[np.int32]]:  # type: ignore[misc]  # mypy cannot match Text (Space[str]) to Space[T]
+    length = _bounded(space)
+    if not space.contains(x):
+        raise ConfigError(f"cannot flatten {type(x).__name__} of length {len(x) if isinstance(x, str) else '?'} "
+                          f"into UnicodeText(max_length={length}): not an element of the space.")
+    out = np.full(length, _PAD, dtype=np.int32)
+    out[: len(x)] = [ord(c) for c in x]
+    return out
+
+
+@unflatten.register(UnicodeText)
+def _unflatten_unicode(space: UnicodeText, x: Any) -> str:  # type: ignore[misc]
+    _bounded(space)
+    codes = np.asarray(x).astype(np.int64).ravel()
+    return "".join(chr(int(c)) for c in codes if c != _PAD)

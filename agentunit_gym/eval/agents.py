@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from agentunit_gym.core.reference import OutputReply
 from agentunit_gym.errors import ConfigError
 
 REFERENCE_KEY = "reference_actions"
@@ -115,7 +116,10 @@ class OracleAgent:
     """Replays the current task's reference solution, one step per turn.
 
     Once the solution is spent (it should not be: the last step commits), it repeats the
-    last step, so a broken reference shows up as a failed episode, not a crash.
+    last step, so a broken reference shows up as a failed episode, not a crash. A step whose
+    text depends on the episode (an :class:`~agentunit_gym.core.reference.OutputReply`, e.g.
+    answering with what AgentBench's example script printed) is completed from the
+    observation the oracle is given.
     """
 
     needs_reference = True
@@ -142,12 +146,13 @@ class OracleAgent:
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         if self._queue:
-            self._last = self._queue.pop(0)
+            step = self._queue.pop(0)
+            self._last = step.complete(observation) if isinstance(step, OutputReply) else step
         return self._last
 
 
 _WORD = re.compile(r"[A-Za-z0-9_./-]{2,}")
-_FALLBACK_WORDS = ("ls", "pwd", "echo", "1", "0", "SELECT 1", "cat", "x")
+_FALLBACK_WORDS = ("1", "0", "x", "yes", "no", "done")
 
 
 class RandomAgent:

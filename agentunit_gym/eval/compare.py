@@ -1,11 +1,17 @@
 """Compare two runs metric by metric, saying which differences are significant.
 
-The test: a bootstrap of the difference. Each run's units (episodes; tasks for the repeat
-metrics) are resampled independently, 2000 times with a fixed seed, the metric is
-recomputed on both resamples, and the 2.5 and 97.5 percentiles of ``B - A`` form a 95%
-interval. A difference is significant when that interval excludes 0. Unlike "the two
-CIs do not overlap", which is too conservative (two intervals can overlap by a fair bit
-while the difference is still significant), this tests the difference itself.
+Two runs over the same tasks are compared **paired by task**: both runs' tasks are
+resampled together (the same draw of tasks for A and B, 2000 times with a fixed seed), the
+metric is recomputed on each side from the drawn tasks' episodes, and the 2.5 and 97.5
+percentiles of ``B - A`` form a 95% interval. Pairing removes the task-to-task variation
+both runs share (an easy task is easy for both), so a real difference shows with far fewer
+tasks than two independent intervals would need. When the runs share only some tasks the
+comparison is restricted to the shared ones (and says how many were left out). Only runs
+over disjoint task sets are compared unpaired: each run's tasks resampled on their own.
+
+A difference is significant when its interval excludes 0. The success rate also gets an
+exact paired test: a sign test over tasks (tasks where B's success rate beat A's against
+the reverse; over tasks run once each, McNemar's exact test).
 """
 
 from __future__ import annotations
@@ -13,14 +19,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from agentunit_gym.eval.metrics import Episode, MetricDef, compute_metrics, definitions, group_by_task
+from agentunit_gym.eval.metrics import Episode, MetricDef, compute_metrics, definitions, group_by_task, succeeded
+from agentunit_gym.eval.stats import DEFAULT_BOOTSTRAP, difference_draws, sign_test
 from agentunit_gym.eval.summary import load_episodes
 
-RESAMPLES = 2000
+RESAMPLES = DEFAULT_BOOTSTRAP
+
+TaskKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,11 @@ class Comparison:
     diff_low: float | None
     diff_high: float | None
     higher_is_better: bool | None
+    method: str = ""
+    """``paired_bootstrap`` (tasks resampled together), ``unpaired_bootstrap`` (disjoint task
+    sets, each run's tasks resampled on its own), or empty when a run lacks the metric."""
+    p_value: float | None = None
+    """The exact paired test's p-value (the success rate of paired runs), else None."""
 
     @property
     def diff(self) -> float | None:
@@ -61,39 +75,81 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "unit": self.unit, "a": self.a, "b": self.b,
                 "diff": self.diff, "diff_low": self.diff_low, "diff_high": self.diff_high,
-                "significant": self.significant, "verdict": self.verdict}
+                "significant": self.significant, "verdict": self.verdict, "method": self.method,
+                "p_value": self.p_value}
 
 
-def _units(defn: MetricDef, episodes: list[Episode]) -> np.ndarray | None:
-    """The per-unit values the metric aggregates: 1-D for rates and means, (n, 2) for ratios."""
-    if defn.kind == "task":
-        assert defn.per_task is not None
-        values = [v for eps in group_by_task(episodes).values() if (v := defn.per_task(eps)) is not None]
-        return np.asarray(values, dtype=float) if values else None
-    assert defn.extract is not None
-    raw = [v for e in episodes if (v := defn.extract(e)) is not None]
-    if not raw:
-        return None
-    return np.asarray([float(v) for v in raw] if defn.kind == "rate" else raw, dtype=float)
+@dataclass(frozen=True)
+class Pairing:
+    """How two runs' tasks line up."""
+
+    kind: Literal["paired", "unpaired"]
+    tasks: int
+    """Tasks compared (shared ones when paired)."""
+    only_a: int
+    """Tasks only run A has (left out of a paired comparison)."""
+    only_b: int
 
 
-def _resampled(defn: MetricDef, units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, units.shape[0], size=(RESAMPLES, units.shape[0]))
-    sample = units[idx]
-    if defn.kind == "ratio":
-        num, den = sample[..., 0].sum(axis=1), sample[..., 1].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio: np.ndarray = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-        return ratio
-    if defn.scale == "sum":
-        total: np.ndarray = sample.sum(axis=1)
-        return total
-    mean: np.ndarray = sample.mean(axis=1)
-    return mean
+def _task_units(defn: MetricDef, episodes: list[Episode], tasks: list[TaskKey]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per task (in ``tasks`` order): the numerator and denominator the metric sums.
+
+    A rate or mean: the task's sum and episode count; a ratio: its numerators' and
+    denominators' sums; a total: its sum (denominator unused); a task-level metric: its
+    per-task value over 1. Tasks the metric does not count for get 0 / 0.
+    """
+    groups = group_by_task(episodes)
+    num = np.zeros(len(tasks))
+    den = np.zeros(len(tasks))
+    found = False
+    for i, key in enumerate(tasks):
+        eps = groups.get(key, [])
+        if defn.kind == "task":
+            assert defn.per_task is not None
+            value = defn.per_task(eps) if eps else None
+            if value is not None:
+                num[i], den[i], found = float(value), 1.0, True
+            continue
+        assert defn.extract is not None
+        for e in eps:
+            v = defn.extract(e)
+            if v is None:
+                continue
+            found = True
+            if defn.kind == "ratio":
+                num[i] += float(v[0])
+                den[i] += float(v[1])
+            else:
+                num[i] += float(v)
+                den[i] += 1.0
+    return (num, den) if found else None
+
+
+def pairing(a: list[Episode], b: list[Episode]) -> Pairing:
+    """Whether two runs are compared paired (they share tasks) or unpaired (disjoint tasks)."""
+    ta, tb = set(group_by_task(a)), set(group_by_task(b))
+    shared = ta & tb
+    if shared:
+        return Pairing("paired", len(shared), len(ta - tb), len(tb - ta))
+    return Pairing("unpaired", len(ta) + len(tb), len(ta), len(tb))
+
+
+def success_sign_test(a: list[Episode], b: list[Episode]) -> float:
+    """The exact paired test of the success rate: a sign test over the shared tasks, each task
+    scored by its success rate over its repeats (ties dropped)."""
+    ga, gb = group_by_task(a), group_by_task(b)
+    wins = losses = 0
+    for key in set(ga) & set(gb):
+        ra = np.mean([succeeded(e.trace) for e in ga[key]])
+        rb = np.mean([succeeded(e.trace) for e in gb[key]])
+        wins += int(rb > ra)
+        losses += int(ra > rb)
+    return sign_test(wins, losses)
 
 
 def compare_episodes(a: list[Episode], b: list[Episode], *, seed: int = 0) -> list[Comparison]:
-    """Every metric of two sets of episodes, with a bootstrap interval of the difference.
+    """Every metric of two sets of episodes, with a bootstrap interval of the difference, paired
+    by task when they share tasks (restricted to the shared ones), unpaired when disjoint.
 
     Args:
         a: the baseline's episodes.
@@ -103,20 +159,36 @@ def compare_episodes(a: list[Episode], b: list[Episode], *, seed: int = 0) -> li
     Returns:
         One comparison per catalog metric (pass@k for the repeats both runs have).
     """
+    how = pairing(a, b)
+    if how.kind == "paired":
+        shared = set(group_by_task(a)) & set(group_by_task(b))
+        a = [e for e in a if e.task_key in shared]
+        b = [e for e in b if e.task_key in shared]
     ta, tb = compute_metrics(a, seed=seed), compute_metrics(b, seed=seed)
     max_k = min(_max_k(a), _max_k(b))
+    tasks_a, tasks_b = sorted(group_by_task(a)), sorted(group_by_task(b))
+    if how.kind == "paired":
+        tasks_b = tasks_a
+    method = f"{how.kind}_bootstrap"
+    p_success = success_sign_test(a, b) if how.kind == "paired" else None
     out: list[Comparison] = []
-    rng = np.random.default_rng(seed)
     for defn in definitions(max_k):
         va, vb = ta.value(defn.name), tb.value(defn.name)
         low = high = None
-        ua, ub = _units(defn, a), _units(defn, b)
+        ua, ub = _task_units(defn, a, tasks_a), _task_units(defn, b, tasks_b)
         if va is not None and vb is not None and ua is not None and ub is not None:
-            diffs = _resampled(defn, ub, rng) - _resampled(defn, ua, rng)
+            total = defn.kind not in ("task", "ratio") and defn.scale == "sum"
+            sides = [(num, None if total else den) for num, den in (ua, ub)]
+            # One seed per metric: each metric's interval does not depend on which metrics came before.
+            diffs = difference_draws(sides[0], sides[1], paired=how.kind == "paired",
+                                     rng=np.random.default_rng(seed), resamples=RESAMPLES)
             diffs = diffs[~np.isnan(diffs)]
             if diffs.size:
                 low, high = (float(x) for x in np.percentile(diffs, [2.5, 97.5]))
-        out.append(Comparison(defn.name, defn.group, defn.unit, va, vb, low, high, defn.higher_is_better))
+        has_both = va is not None and vb is not None
+        out.append(Comparison(defn.name, defn.group, defn.unit, va, vb, low, high, defn.higher_is_better,
+                              method=method if has_both else "",
+                              p_value=p_success if defn.name == "success_rate" and has_both else None))
     return out
 
 

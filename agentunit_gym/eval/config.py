@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentunit_gym.core import registry
 from agentunit_gym.eval.routing import full_env_id
 
 VectorMode = Literal["sync", "threads", "async"]
@@ -22,12 +23,12 @@ class EvalConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    envs: tuple[str, ...] = ("AgentUnit/OS-v0",)
-    """Env ids (``OS-v0`` is short for ``AgentUnit/OS-v0``)."""
+    envs: tuple[str, ...] = Field(default_factory=lambda: tuple(registry.env_ids()))
+    """Env ids, full or short (``OS-v0`` for ``AgentUnit/OS-v0``); default: every registered env."""
     agent: str = "oracle"
     """``oracle``, ``random``, ``openai:<model>`` or ``module:attr``."""
     backends: tuple[str, ...] = ("auto",)
-    """Backends; each applies to the env kinds it belongs to (docker/local: OS, mysql/sqlite: DB)."""
+    """Backends; each applies to the envs of the domain that declares it (see ``routing.backend_for``)."""
     n: int | None = Field(default=None, ge=1)
     """Tasks sampled per env (seeded); None for all."""
     runs: int = Field(default=1, ge=1)
@@ -52,7 +53,7 @@ class EvalConfig(BaseModel):
     @field_validator("envs")
     @classmethod
     def _full_ids(cls, envs: tuple[str, ...]) -> tuple[str, ...]:
-        # One spelling per env, so a resume with ``OS-v0`` matches a run made with ``AgentUnit/OS-v0``.
+        # One spelling per env, so a resume with a short id matches a run made with the full one.
         return tuple(full_env_id(e) for e in envs)
 
     def resume_key(self) -> dict[str, Any]:

@@ -15,6 +15,10 @@ Four kinds of aggregate, each with its own interval:
   episode are not independent, so a Wilson interval over steps would be too narrow).
 - ``task``: one number per task (pass@k, variance over repeats); the mean over tasks, with
   a bootstrap over tasks.
+
+When a task was repeated (``--runs`` > 1) its episodes are not independent: the rate,
+mean and ratio intervals then resample whole tasks (a cluster bootstrap, method
+``cluster_bootstrap``) instead of episodes.
 """
 
 from __future__ import annotations
@@ -31,7 +35,18 @@ from agentunit_gym.core import registry
 from agentunit_gym.core.domain import DomainMetric, Headline
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace, Flag, StepRecord
-from agentunit_gym.eval.stats import Interval, bootstrap, pass_at_k, pass_hat_k, ratio_of_sums, wilson
+from agentunit_gym.eval.stats import (
+    DEFAULT_BOOTSTRAP,
+    Interval,
+    bootstrap,
+    bootstrap_draws,
+    cluster_sums,
+    pass_at_k,
+    pass_hat_k,
+    percentile_interval,
+    rate_interval,
+    ratio_of_sums,
+)
 
 Kind = Literal["rate", "mean", "ratio", "task"]
 Group = Literal["correctness", "efficiency", "safety", "reasoning", "repeats", "finish", "domain"]
@@ -439,21 +454,24 @@ def evaluate(defn: MetricDef, episodes: Sequence[Episode], *, seed: int = 0) -> 
             return result(None, None, 0)
         return result(float(np.mean(values)), bootstrap(values, seed=seed), len(values))
     assert defn.extract is not None
-    raw = [v for e in episodes if (v := defn.extract(e)) is not None]
-    if not raw:
+    pairs = [(e.task_key, v) for e in episodes if (v := defn.extract(e)) is not None]
+    if not pairs:
         return result(None, None, 0)
+    # Repeats of one task are resampled together (stats.cluster_sums finds them).
+    clusters = [k for k, _ in pairs]
+    raw = [v for _, v in pairs]
     if defn.kind == "rate":
         hits = sum(1 for v in raw if v)
-        return result(hits / len(raw), wilson(hits, len(raw)), len(raw))
+        return result(hits / len(raw), rate_interval([bool(v) for v in raw], clusters, seed=seed), len(raw))
     if defn.kind == "ratio":
         rows = np.asarray(raw, dtype=float)
         value = ratio_of_sums(rows)
-        return result(value, bootstrap(rows, ratio_of_sums, seed=seed) if not math.isnan(value) else None,
-                      len(raw))
+        return result(value, bootstrap(rows, "ratio", clusters=clusters, seed=seed) if not math.isnan(value)
+                      else None, len(raw))
     values_f = np.asarray(raw, dtype=float)
     if defn.scale == "sum":
-        return result(float(values_f.sum()), bootstrap(values_f, lambda a: float(a.sum()), seed=seed), len(raw))
-    return result(float(values_f.mean()), bootstrap(values_f, seed=seed), len(raw))
+        return result(float(values_f.sum()), bootstrap(values_f, "sum", clusters=clusters, seed=seed), len(raw))
+    return result(float(values_f.mean()), bootstrap(values_f, clusters=clusters, seed=seed), len(raw))
 
 
 @dataclass
@@ -499,23 +517,29 @@ def headline_value(head: Headline, episodes: Sequence[Episode], *, seed: int = 0
     :class:`~agentunit_gym.core.domain.Headline`); the interval resamples each stratum
     within itself (2000 draws) and combines the resampled means the same way.
     """
-    strata = head.strata([e.trace for e in episodes])
-    value = head.combine({k: float(np.mean(v)) for k, v in strata.items()}) if strata else None
+    members: dict[str, list[tuple[tuple[str, str], float]]] = {}
+    for e in episodes:
+        key = head.stratum(e.trace)
+        if key is not None:
+            members.setdefault(key, []).append((e.task_key, head.value(e.trace)))
+    value = head.combine({k: float(np.mean([x for _, x in v])) for k, v in members.items()}) if members else None
     if value is None:
         return MetricValue(head.name, "domain", None, None, 0, head.unit, True)
-    n = sum(len(v) for v in strata.values())
-    arrays = {k: np.asarray(v, dtype=float) for k, v in strata.items()}
-    if all(np.all(a == a[0]) for a in arrays.values()):
+    n = sum(len(v) for v in members.values())
+    outcomes = [x for v in members.values() for _, x in v]
+    if all(x == outcomes[0] for x in outcomes):
         ci = Interval(value, value, "exact")
     else:
+        # Each stratum resampled within itself, by task (a task's repeats together), all
+        # replicates at once; combine then applies per replicate (it is any function).
         rng = np.random.default_rng(seed)
-        draws = []
-        for _ in range(2000):
-            drawn = head.combine({k: float(a[rng.integers(0, a.size, a.size)].mean()) for k, a in arrays.items()})
-            if drawn is not None:
-                draws.append(drawn)
-        low, high = np.percentile(draws, [2.5, 97.5])
-        ci = Interval(float(low), float(high), "bootstrap")
+        means = {}
+        for key, rows in members.items():
+            num, den, _ = cluster_sums(np.asarray([x for _, x in rows]), [k for k, _ in rows])
+            means[key] = bootstrap_draws(num, den, rng=rng)
+        draws = [head.combine({k: float(m[i]) for k, m in means.items()}) for i in range(DEFAULT_BOOTSTRAP)]
+        ci = percentile_interval(np.asarray([d for d in draws if d is not None], dtype=float),
+                                 "stratified_bootstrap")
     return MetricValue(head.name, "domain", value, ci, n, head.unit, True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import zlib
 from dataclasses import dataclass
 
@@ -67,10 +68,20 @@ def plan(config: EvalConfig, tasks_by_env: dict[str, list[tuple[str, str]]]) -> 
     return items
 
 
+def warn_left_out(env_id: str, env: gym.Env[str, str]) -> None:
+    """Log a warning when the env's backend leaves tasks of its suite out (``left_out_note``)."""
+    from agentunit_gym.tasks.spec import left_out_note
+
+    base = env.unwrapped
+    note = left_out_note(base.suite, base.backend_name)  # type: ignore[attr-defined]
+    if note is not None:
+        logging.getLogger("agentunit_gym").warning("%s: %s", env_id, note)
+
+
 def list_tasks(env: gym.Env[str, str]) -> list[tuple[str, str]]:
     """``(task_id, category)`` of every task the env can run on its backend."""
     base = env.unwrapped
     return [(t.id, t.category) for t in base.tasks]  # type: ignore[attr-defined]
 
 
-__all__ = ["WorkItem", "episode_seed", "list_tasks", "plan"]
+__all__ = ["WorkItem", "episode_seed", "list_tasks", "plan", "warn_left_out"]

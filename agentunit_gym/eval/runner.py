@@ -40,7 +40,7 @@ from agentunit_gym.eval.agents import AgentFactory
 from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, EvalConfig, VectorMode
 from agentunit_gym.eval.episodes import run_async
 from agentunit_gym.eval.lockstep import run_lockstep, schedule_fn
-from agentunit_gym.eval.plan import WorkItem, episode_seed, list_tasks, plan
+from agentunit_gym.eval.plan import WorkItem, episode_seed, list_tasks, plan, warn_left_out
 from agentunit_gym.eval.records import (
     EpisodeRecord,
     RecordWriter,
@@ -124,6 +124,7 @@ def run_episodes(
             probes[env_id] = env_factory(env_id, env_options(config, env_id))
             setup_s += time.perf_counter() - probe_started
             tasks_by_env[env_id] = list_tasks(probes[env_id])
+            warn_left_out(env_id, probes[env_id])
         items = plan(config, tasks_by_env)
         todo = [it for it in items if it.key not in done]
         sink = RecordSink(writer, len(items) - len(todo), len(items), progress)

@@ -1,14 +1,17 @@
 """Statistics for the metrics catalog: confidence intervals, pass@k, pass^k, significance.
 
 Everything is deterministic: the bootstrap takes an explicit seed, so the same episodes
-always give the same intervals.
+always give the same intervals. One vectorised bootstrap (:func:`bootstrap_draws`) serves
+every interval and comparison; repeats of a task are resampled together (a cluster
+bootstrap), since they are not independent.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -28,7 +31,10 @@ class Interval:
     low: float
     high: float
     method: str
-    """``wilson``, ``bootstrap`` or ``exact`` (a degenerate sample)."""
+    """``wilson`` (independent episodes), ``wilson_clusters`` (an all-equal rate with repeats:
+    Wilson over the tasks), ``bootstrap`` (over episodes, or over tasks for task-level
+    metrics), ``cluster_bootstrap`` (whole tasks resampled: repeats present),
+    ``stratified_bootstrap``, or ``exact`` (a degenerate sample)."""
 
 
 def wilson(successes: int, n: int, z: float = Z_95) -> Interval:
@@ -57,27 +63,135 @@ def wilson(successes: int, n: int, z: float = Z_95) -> Interval:
     return Interval(max(0.0, centre - half), min(1.0, centre + half), "wilson")
 
 
+Statistic = Literal["mean", "sum", "ratio"]
+
+
+BLOCK_CELLS = 4_000_000
+"""Resample-by-unit weights drawn per block at most (32 MB of float64): memory stays bounded."""
+
+
+def resample_weights(units: int, *, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``(resamples, units)`` counts: how often each unit is drawn in each bootstrap replicate
+    (``units`` draws with replacement per replicate, counted per unit)."""
+    drawn = rng.integers(0, units, size=(resamples, units))
+    offsets = (np.arange(resamples) * units)[:, None]
+    counts = np.bincount((drawn + offsets).ravel(), minlength=resamples * units)
+    return counts.reshape(resamples, units).astype(float)
+
+
+def weighted_statistic(weights: np.ndarray, num: np.ndarray, den: np.ndarray | None) -> np.ndarray:
+    """Per replicate (a row of ``weights``): ``(w @ num) / (w @ den)``, or ``w @ num`` when ``den``
+    is None; NaN where the denominator is 0."""
+    top: np.ndarray = weights @ num
+    if den is None:
+        return top
+    bottom = weights @ den
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio: np.ndarray = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
+    return ratio
+
+
+def _blocks(units: int, resamples: int) -> list[int]:
+    size = max(1, min(resamples, BLOCK_CELLS // max(1, units)))
+    return [min(size, resamples - start) for start in range(0, resamples, size)]
+
+
+def bootstrap_draws(num: np.ndarray, den: np.ndarray | None, *, rng: np.random.Generator,
+                    resamples: int = DEFAULT_BOOTSTRAP) -> np.ndarray:
+    """Bootstrap replicates of ``sum(num) / sum(den)`` (or ``sum(num)`` when ``den`` is None),
+    resampling whole units: the one bootstrap every interval uses.
+
+    Vectorised: a replicate is a vector of counts ``w`` (:func:`resample_weights`) and its
+    statistic ``(w @ num) / (w @ den)`` (:func:`weighted_statistic`). A unit is an episode,
+    or a cluster of episodes summed beforehand (a task's repeats: the cluster bootstrap,
+    see :func:`cluster_sums`); a mean is the ratio with episode counts as ``den``.
+
+    Returns:
+        ``resamples`` values; NaN where a replicate's denominator is 0.
+    """
+    parts = [weighted_statistic(resample_weights(num.shape[0], rng=rng, resamples=size), num, den)
+             for size in _blocks(num.shape[0], resamples)]
+    return np.concatenate(parts)
+
+
+def difference_draws(a: tuple[np.ndarray, np.ndarray | None], b: tuple[np.ndarray, np.ndarray | None], *,
+                     paired: bool, rng: np.random.Generator, resamples: int = DEFAULT_BOOTSTRAP) -> np.ndarray:
+    """Bootstrap replicates of ``statistic(B) - statistic(A)`` (each as in :func:`bootstrap_draws`).
+
+    ``paired``: ``a`` and ``b`` hold the same units (tasks) in the same order, and each
+    replicate draws one set of units for both (a paired bootstrap: what the units share
+    cancels). Otherwise each side's units are drawn on their own.
+    """
+    out = []
+    if paired:
+        if a[0].shape != b[0].shape:
+            raise ConfigError(f"a paired bootstrap needs the same units on both sides, got {a[0].shape[0]} "
+                              f"and {b[0].shape[0]}.")
+        for size in _blocks(a[0].shape[0], resamples):
+            weights = resample_weights(a[0].shape[0], rng=rng, resamples=size)
+            out.append(weighted_statistic(weights, *b) - weighted_statistic(weights, *a))
+        return np.concatenate(out)
+    diff: np.ndarray = bootstrap_draws(*b, rng=rng, resamples=resamples) - bootstrap_draws(*a, rng=rng,
+                                                                                         resamples=resamples)
+    return diff
+
+
+def percentile_interval(draws: np.ndarray, method: str) -> Interval:
+    """The 2.5 and 97.5 percentiles of bootstrap ``draws`` (NaN draws dropped)."""
+    values = draws[~np.isnan(draws)]
+    if values.size == 0:
+        return Interval(float("nan"), float("nan"), method)
+    low, high = np.percentile(values, [2.5, 97.5])
+    return Interval(float(low), float(high), method)
+
+
+def cluster_sums(values: np.ndarray, clusters: Sequence[Hashable] | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per-cluster numerator and denominator sums of ``values``.
+
+    ``values`` is 1-D (one number per episode: the denominator counts episodes) or ``(n, 2)``
+    (a numerator and a denominator per episode). Without ``clusters`` every episode is its
+    own unit.
+
+    Returns:
+        ``(num, den, repeated)``: ``repeated`` is True when some cluster holds more than one episode.
+    """
+    data = np.asarray(values, dtype=float)
+    if data.ndim == 1:
+        data = np.column_stack([data, np.ones(data.shape[0])])
+    if clusters is None:
+        return data[:, 0], data[:, 1], False
+    index: dict[Hashable, int] = {}
+    ids = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64, count=data.shape[0])
+    num = np.bincount(ids, weights=data[:, 0], minlength=len(index))
+    den = np.bincount(ids, weights=data[:, 1], minlength=len(index))
+    return num, den, len(index) < data.shape[0]
+
+
 def bootstrap(
     samples: Sequence[float] | np.ndarray,
-    statistic: Callable[[np.ndarray], float] | None = None,
+    statistic: Statistic = "mean",
     *,
+    clusters: Sequence[Hashable] | None = None,
     seed: int = 0,
     resamples: int = DEFAULT_BOOTSTRAP,
 ) -> Interval:
-    """A percentile bootstrap interval of ``statistic`` (the mean by default).
+    """A percentile bootstrap interval of the mean, total or ratio of ``samples``.
 
-    ``samples`` may be 2-D (one row per unit, e.g. ``[numerator, denominator]`` per
-    episode); rows are resampled together, which is the cluster bootstrap ratio metrics need.
+    With ``clusters`` (one label per sample, e.g. the task of each episode) whole clusters
+    are resampled (a cluster bootstrap): repeats of one task are not independent, so the
+    interval must not narrow as repeats grow while the tasks stay the same.
 
     Args:
-        samples: one value (or row) per independent unit.
-        statistic: maps a resampled array to a number; default the mean of a 1-D array.
+        samples: one value per episode; ``(n, 2)`` rows ``[numerator, denominator]`` for ``ratio``.
+        statistic: ``mean``, ``sum`` (the total) or ``ratio`` (``sum(num) / sum(den)``).
+        clusters: the cluster of each sample, or None when samples are independent.
         seed: seeds numpy's generator.
         resamples: how many resamples.
 
     Returns:
-        The 2.5 and 97.5 percentiles; the point itself (method ``exact``) when every unit
-        is the same or there is only one.
+        The 2.5 and 97.5 percentiles, method ``bootstrap`` or ``cluster_bootstrap`` (when a
+        cluster holds repeats); the point itself (method ``exact``) when there is one unit
+        or every sample is the same.
 
     Raises:
         ConfigError: an empty sample.
@@ -85,18 +199,43 @@ def bootstrap(
     data = np.asarray(samples, dtype=float)
     if data.shape[0] == 0:
         raise ConfigError("bootstrap needs at least one sample.")
-    stat = statistic or (lambda a: float(np.mean(a)))
-    if data.shape[0] == 1 or bool(np.all(data == data[0])):
-        point = stat(data)
+    num, den, repeated = cluster_sums(data, clusters)
+    if num.shape[0] == 1 or bool(np.all(data == data[0])):
+        point = float(num.sum()) if statistic == "sum" else _ratio(num.sum(), den.sum())
         return Interval(point, point, "exact")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, data.shape[0], size=(resamples, data.shape[0]))
-    values = np.array([stat(data[row]) for row in idx], dtype=float)
-    values = values[~np.isnan(values)]
-    if values.size == 0:
-        return Interval(float("nan"), float("nan"), "bootstrap")
-    low, high = np.percentile(values, [2.5, 97.5])
-    return Interval(float(low), float(high), "bootstrap")
+    draws = bootstrap_draws(num, None if statistic == "sum" else den, rng=np.random.default_rng(seed),
+                            resamples=resamples)
+    return percentile_interval(draws, "cluster_bootstrap" if repeated else "bootstrap")
+
+
+def rate_interval(hits: Sequence[bool] | np.ndarray, clusters: Sequence[Hashable] | None = None, *,
+                  seed: int = 0, resamples: int = DEFAULT_BOOTSTRAP) -> Interval:
+    """The 95% interval of a success rate: Wilson over episodes when they are independent, a
+    cluster bootstrap over tasks when some task was repeated.
+
+    When every outcome is the same (the bootstrap would collapse to a point), the Wilson
+    interval over the number of clusters instead (method ``wilson_clusters``): with repeats,
+    the tasks are the independent units.
+
+    Raises:
+        ConfigError: no outcome.
+    """
+    outcomes = np.asarray(hits, dtype=float)
+    if outcomes.size == 0:
+        raise ConfigError("rate_interval needs at least one outcome.")
+    num, den, repeated = cluster_sums(outcomes, clusters)
+    if not repeated:
+        return wilson(int(outcomes.sum()), int(outcomes.size))
+    if bool(np.all(outcomes == outcomes[0])):
+        rate = float(outcomes[0])
+        interval = wilson(round(rate * num.shape[0]), num.shape[0])
+        return Interval(interval.low, interval.high, "wilson_clusters")
+    draws = bootstrap_draws(num, den, rng=np.random.default_rng(seed), resamples=resamples)
+    return percentile_interval(draws, "cluster_bootstrap")
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den > 0 else float("nan")
 
 
 def ratio_of_sums(rows: np.ndarray) -> float:
@@ -138,9 +277,9 @@ def permutation_test(
 ) -> float:
     """Two-sided p-value of a difference in means by a seeded permutation test.
 
-    Pools both samples, reshuffles the labels ``resamples`` times, and counts how often the
-    shuffled difference is at least as large as the observed one (with the +1 correction,
-    so the p-value is never 0).
+    Pools both samples, reshuffles the labels ``resamples`` times (all at once: one row of
+    a permuted index matrix per reshuffle), and counts how often the shuffled difference is
+    at least as large as the observed one (with the +1 correction, so the p-value is never 0).
 
     Raises:
         ConfigError: an empty sample.
@@ -152,9 +291,27 @@ def permutation_test(
     observed = abs(xa.mean() - xb.mean())
     pooled = np.concatenate([xa, xb])
     rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(resamples):
-        perm = rng.permutation(pooled)
-        if abs(perm[: xa.size].mean() - perm[xa.size :].mean()) >= observed - 1e-12:
-            hits += 1
+    order = rng.permuted(np.tile(np.arange(pooled.size), (resamples, 1)), axis=1)
+    shuffled = pooled[order]
+    diffs = np.abs(shuffled[:, : xa.size].mean(axis=1) - shuffled[:, xa.size:].mean(axis=1))
+    hits = int(np.count_nonzero(diffs >= observed - 1e-12))
     return (hits + 1) / (resamples + 1)
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Exact two-sided p-value of a sign test: ``wins`` units where B beat A and ``losses``
+    where A beat B (ties dropped), under H0 that either is equally likely.
+
+    Over tasks with one run each this is McNemar's exact test on the discordant pairs.
+
+    Raises:
+        ConfigError: negative counts.
+    """
+    if wins < 0 or losses < 0:
+        raise ConfigError(f"sign_test needs counts >= 0, got wins={wins}, losses={losses}.")
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail)

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentunit_gym.core import registry
 from agentunit_gym.eval.judge.metrics import judged_block
-from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution
+from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution, group_by_task
 from agentunit_gym.eval.runner import EpisodeRecord, RunPaths, iter_records
 
 SUMMARY_VERSION = 1
@@ -160,6 +160,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         "per_agent": per_agent,
         "per_domain": per_domain,
         "finish_reasons": finish,
+        "intervals": interval_methods(episodes),
     }
     judged = judged_block(run_dir, {r.key for r in records if r.status != "infra_error" and r.trace}, seed=seed)
     if judged is not None:
@@ -168,6 +169,21 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         overall["metrics"].update(judged["metrics"])
     paths.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return summary
+
+
+def interval_methods(episodes: list[Episode]) -> dict[str, Any]:
+    """How this run's 95% intervals were computed (each metric's ``ci_method`` says it too):
+    with repeats, whole tasks are resampled, since a task's repeats are not independent."""
+    repeated = any(len(g) > 1 for g in group_by_task(episodes).values())
+    return {
+        "resampling_unit": "task" if repeated else "episode",
+        "rate": "cluster_bootstrap" if repeated else "wilson",
+        "mean_and_ratio": "cluster_bootstrap" if repeated else "bootstrap",
+        "task_level": "bootstrap",
+        "headline": "stratified_bootstrap",
+        "resamples": 2000,
+        "level": 0.95,
+    }
 
 
 def load_summary(run_dir: Path) -> dict[str, Any]:

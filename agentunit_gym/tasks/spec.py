@@ -6,6 +6,7 @@ a reference solution, the calls an ideal agent makes, which the oracle agent rep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,6 +26,10 @@ class ReferenceStep(BaseModel):
     """Tool name, as in the env's tool table."""
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     """All arguments, or a plain value for the tool's primary argument."""
+    from_output: bool = False
+    """Fill the tool's primary argument during the episode with the output the previous step
+    showed (AgentBench's check items answer with what their example script printed); the
+    step then gives no arguments. See :mod:`agentunit_gym.core.reference`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -37,6 +42,12 @@ class ReferenceStep(BaseModel):
                 arguments = str(arguments)
             return {"tool": tool, "arguments": arguments}
         return data
+
+    @model_validator(mode="after")
+    def _output_fills_the_arguments(self) -> ReferenceStep:
+        if self.from_output and self.arguments:
+            raise ValueError("a from_output step takes its argument from the previous output; give no arguments")
+        return self
 
 
 class TaskSpec(BaseModel):
@@ -72,3 +83,22 @@ class TaskSpec(BaseModel):
 
     def supports(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
+
+
+def left_out_note(suite: Sequence[TaskSpec], backend: str) -> str | None:
+    """A one-line warning when ``backend`` cannot run the whole of ``suite``, else None.
+
+    Example: ``"8 docker-only tasks left out on backend local: start Docker (or pass --backend
+    docker) for the full suite"``. Tasks list the backends they run on; those that do not list
+    ``backend`` are left out of a run on it, which changes what the run's numbers mean.
+    """
+    left = [task for task in suite if not task.supports(backend)]
+    if not left:
+        return None
+    needed = sorted({name for task in left for name in (task.backends or ())})
+    label = "/".join(needed) if needed else "other-backend"
+    hint = ("start Docker (or pass --backend docker)" if needed == ["docker"]
+            else f"use --backend {needed[0]}" if needed else "use another backend")
+    plural = "s" if len(left) != 1 else ""
+    return f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite"
+

@@ -4,6 +4,7 @@ See docs/wrappers.md for the stack order, each wrapper's options, the trace sche
 trap library format.
 """
 
+from agentunit_gym.wrappers.base import EpisodeWrapper, reward_of
 from agentunit_gym.wrappers.classify import ClassifyActions
 from agentunit_gym.wrappers.context import (
     ApproxTokenCounter,
@@ -14,7 +15,7 @@ from agentunit_gym.wrappers.context import (
     make_token_counter,
 )
 from agentunit_gym.wrappers.ending import end_episode
-from agentunit_gym.wrappers.limits import LimitEpisode
+from agentunit_gym.wrappers.limits import EndTruncatedEpisode, LimitEpisode
 from agentunit_gym.wrappers.loops import DetectLoops
 from agentunit_gym.wrappers.stack import make_eval_env
 from agentunit_gym.wrappers.trace import RecordTrace
@@ -24,6 +25,8 @@ __all__ = [
     "ApproxTokenCounter",
     "ClassifyActions",
     "DetectLoops",
+    "EndTruncatedEpisode",
+    "EpisodeWrapper",
     "InjectTraps",
     "LimitContext",
     "LimitEpisode",
@@ -37,4 +40,5 @@ __all__ = [
     "load_trap_library",
     "make_eval_env",
     "make_token_counter",
+    "reward_of",
 ]

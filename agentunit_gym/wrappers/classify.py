@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, SupportsFloat
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
 from agentunit_gym.core.actions import suggest
+from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.ending import end_episode_now
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import add_flags, agent_env, derive_flags
-
-InvalidPolicy = Literal["continue", "terminate"]
 
 REPLY_CLASSES = ("action", "invalid_format", "invalid_action", "skipped")
 """Values of ``info["reply_class"]``: a valid action, the two invalid classes, or a reply a
@@ -24,7 +23,7 @@ limit wrapper did not run (it arrived after the deadline or the prompt overflowe
 _MARKER_WORD = re.compile(r"\b(?:act|action)\s*:\s*([A-Za-z_][\w-]*)", re.IGNORECASE)
 
 
-class ClassifyActions(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Put the class of every reply in ``info`` and apply the policy for invalid ones.
 
     ``info["reply_class"]`` is ``action``, ``invalid_format`` or ``invalid_action``;
@@ -93,11 +92,9 @@ class ClassifyActions(gym.Wrapper[str, str, str, str], gym.utils.RecordConstruct
                 reason = FinishReason(reply_class)
                 noun = "reply" if self._invalid == 1 else "replies"
                 detail = f"{self._invalid} invalid {noun}: {error.get('message', '')}"
-                if end_episode_now(self.env, reason, detail, info):
-                    terminated = True
-                    score = info.get("score")
-                    if isinstance(score, dict):
-                        reward = float(score.get("reward", 0.0))
+                ended = self.end_episode_here(reason, detail, info)
+                if ended is not None:
+                    terminated, reward = True, ended
         elif info.get("skipped"):
             info["reply_class"] = "skipped"
         else:

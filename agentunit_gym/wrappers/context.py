@@ -29,7 +29,7 @@ import gymnasium as gym
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError, MissingDependencyError
-from agentunit_gym.wrappers.ending import end_episode_now
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import add_flags, agent_env
 
 
@@ -165,7 +165,7 @@ def make_token_counter(spec: str | TokenCounter | None = None) -> TokenCounter:
     )
 
 
-class LimitContext(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """End the episode with ``CONTEXT_LIMIT`` when the conversation would overflow the agent's context.
 
     The conversation is the prompt, every reply and every observation, each message costing
@@ -228,10 +228,11 @@ class LimitContext(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorA
         if self._prompt_overflows and base.finish_reason is None and base.task is not None:
             info: dict[str, Any] = {"step": base.steps, "finish_reason": None, "action": None,
                                     "skipped": "the prompt alone overflows the context", "reply_class": "skipped"}
-            end_episode_now(self.env, FinishReason.CONTEXT_LIMIT,
-                            f"the prompt takes {self._tokens} tokens, more than the context of {self.max_tokens}", info)
+            ended = self.end_episode_here(
+                FinishReason.CONTEXT_LIMIT,
+                f"the prompt takes {self._tokens} tokens, more than the context of {self.max_tokens}", info)
             self._mark(info)
-            return self._last_observation, 0.0, False, True, info
+            return self._last_observation, ended or 0.0, False, True, info
         self._tokens += self._cost(action)
         observation, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
@@ -240,12 +241,10 @@ class LimitContext(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorA
         total = self._tokens + self._cost(observation)
         if total > self.max_tokens:
             detail = f"the next observation would bring the context to {total} tokens, over {self.max_tokens}"
-            if end_episode_now(self.env, FinishReason.CONTEXT_LIMIT, detail, info):
-                truncated = True
+            ended = self.end_episode_here(FinishReason.CONTEXT_LIMIT, detail, info)
+            if ended is not None:
+                truncated, reward = True, ended
                 self._mark(info)
-                score = info.get("score")
-                if isinstance(score, dict):
-                    reward = float(score.get("reward", 0.0))
         else:
             self._tokens = total
         info["context_tokens"] = self._tokens

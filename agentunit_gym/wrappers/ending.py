@@ -2,13 +2,11 @@
 
 The base env's ``end_episode`` alone ends the episode but skips every wrapper's end-of-episode
 work (trap verdicts, the context count, the trace). :func:`end_episode` ends it through the
-stack instead: a wrapper that takes part defines one or both hooks, and the function calls
-them innermost first, as ``step`` would hand the end info outwards::
-
-    def before_episode_end(self) -> None: ...            # the episode state is still there
-    def on_episode_end(self, info: dict) -> dict: ...     # post-process the end info
-
-Wrappers without hooks are passed through. Every ending goes through here: the runner's
+stack instead: every :class:`~agentunit_gym.wrappers.base.EpisodeWrapper` in the stack gets
+its two hooks called, innermost first, as ``step`` would hand the end info outwards
+(``before_episode_end()`` while the episode state is still there, then
+``on_episode_end(info)``). Other wrappers (gymnasium's own) are passed through. Every
+ending goes through here: the runner's
 (:func:`end_episode`), a limit or policy wrapper's inside its ``step``
 (:func:`end_episode_now`, which ends the stack below that wrapper; the wrappers above see
 the end in ``step``'s return), and an end the base env reaches in ``step`` (each wrapper's
@@ -23,6 +21,7 @@ import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import EpisodeStateError
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env
 
 
@@ -60,14 +59,10 @@ def end_episode(env: gym.Env[Any, Any], reason: FinishReason, *, detail: str = "
     # Pre-end phase: the base env's end releases the episode state (the DB env drops its
     # database), so hooks that still need to look at it (trap state checks) run before.
     for wrapper in wrappers:
-        before = getattr(wrapper, "before_episode_end", None)
-        if callable(before):
-            before()
+        wrapper.before_episode_end()
     info = base.end_episode(reason, detail=detail)
     for wrapper in wrappers:
-        hook = getattr(wrapper, "on_episode_end", None)
-        if callable(hook):
-            info = hook(info)
+        info = wrapper.on_episode_end(info)
     return info
 
 
@@ -92,11 +87,12 @@ def end_episode_now(env: gym.Env[Any, Any], reason: FinishReason, detail: str, i
     return True
 
 
-def _wrappers_innermost_first(env: gym.Env[Any, Any]) -> list[gym.Wrapper[Any, Any, Any, Any]]:
-    chain: list[gym.Wrapper[Any, Any, Any, Any]] = []
+def _wrappers_innermost_first(env: gym.Env[Any, Any]) -> list[EpisodeWrapper]:
+    chain: list[EpisodeWrapper] = []
     current: gym.Env[Any, Any] = env
     while isinstance(current, gym.Wrapper):
-        chain.append(current)
+        if isinstance(current, EpisodeWrapper):
+            chain.append(current)
         current = current.env
     chain.reverse()
     return chain

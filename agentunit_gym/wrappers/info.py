@@ -32,9 +32,11 @@ def agent_env(env: gym.Env[Any, Any]) -> AgentEnv[Any]:
     """
     base = env.unwrapped
     if not isinstance(base, AgentEnv):
+        from agentunit_gym.core.registry import env_ids
+
         raise ConfigError(
             f"this wrapper needs an AgentUnit env (an AgentEnv subclass) at the bottom of the stack, "
-            f"found {type(base).__name__}; make one with gym.make('AgentUnit/OS-v0') or similar."
+            f"found {type(base).__name__}; make one with gym.make() of a registered id ({', '.join(env_ids())})."
         )
     return base
 

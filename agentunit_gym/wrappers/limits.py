@@ -8,13 +8,13 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium.wrappers import TimeLimit
 
-from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.ending import end_episode_now
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env
 
 
-class LimitEpisode(TimeLimit[str, str]):
+class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
     """End an episode with ``TASK_LIMIT`` after ``max_steps`` steps or ``max_seconds`` of wall clock.
 
     A gymnasium :class:`~gymnasium.wrappers.TimeLimit` that also tells the AgentUnit env why
@@ -77,11 +77,10 @@ class LimitEpisode(TimeLimit[str, str]):
         if not terminated and not truncated:
             if elapsed >= self.max_steps:
                 truncated = True
-                self._end(info, f"step limit {self.max_steps} reached")
+                reward = self._end(info, f"step limit {self.max_steps} reached", LimitKind.STEPS, reward)
             elif self._deadline is not None and time.monotonic() >= self._deadline:
                 truncated = True
-                self._end(info, f"time limit {self.max_seconds:g} s reached")
-        reward = self._reward_after_end(reward, info)
+                reward = self._end(info, f"time limit {self.max_seconds:g} s reached", LimitKind.TIME, reward)
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
@@ -92,17 +91,41 @@ class LimitEpisode(TimeLimit[str, str]):
         info: dict[str, Any] = {"step": self._elapsed_steps, "finish_reason": None, "action": None,
                                 "skipped": "the reply arrived after the time limit and was not run",
                                 "reply_class": "skipped"}
-        self._end(info, f"time limit {self.max_seconds:g} s reached before the reply")
-        return self._last_observation, self._reward_after_end(0.0, info), False, True, info
+        reward = self._end(info, f"time limit {self.max_seconds:g} s reached before the reply", LimitKind.TIME, 0.0)
+        return self._last_observation, reward, False, True, info
 
-    def _end(self, info: dict[str, Any], detail: str) -> None:
-        if not end_episode_now(self.env, FinishReason.TASK_LIMIT, detail, info):
-            return
-        info["limit"] = "time" if detail.startswith("time") else "steps"
+    def _end(self, info: dict[str, Any], detail: str, kind: LimitKind, reward: SupportsFloat) -> SupportsFloat:
+        ended = self.end_episode_here(FinishReason.TASK_LIMIT, detail, info, kind)
+        return reward if ended is None else ended
 
-    @staticmethod
-    def _reward_after_end(reward: SupportsFloat, info: dict[str, Any]) -> SupportsFloat:
-        score = info.get("score")
-        if isinstance(score, dict) and "reward" in score:
-            return float(score["reward"])
-        return reward
+
+class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
+    """End the AgentUnit episode when a wrapper below truncated it without ending it.
+
+    ``gym.make("AgentUnit/OS-v0", max_episode_steps=N)`` puts gymnasium's ``TimeLimit``
+    over the env; ``TimeLimit`` only sets ``truncated`` and the env would never learn that the
+    episode is over (no ``finish_reason``, no score). Every AgentUnit id is registered with
+    this wrapper as an additional wrapper, outside ``TimeLimit``: on such a step it ends the
+    episode through the stack as ``TASK_LIMIT`` (``info["limit"]`` is ``steps``), so the step
+    returns the score and reward like the env's own turn limit. Otherwise it does nothing.
+
+    Example::
+
+        env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=3)
+        ...  # the third step: truncated, info["finish_reason"] is TASK_LIMIT, info["score"] set
+    """
+
+    def __init__(self, env: gym.Env[str, str]) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        super().__init__(env)
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if truncated and not terminated and info.get("finish_reason") is None:
+            base = agent_env(self.env)
+            if base.task is not None and base.finish_reason is None:
+                detail = f"step limit {base.steps} reached (max_episode_steps)"
+                ended = self.end_episode_here(FinishReason.TASK_LIMIT, detail, info, LimitKind.STEPS)
+                if ended is not None:
+                    reward = ended
+        return observation, reward, terminated, truncated, info

@@ -7,10 +7,10 @@ from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
 
-from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.ending import end_episode_now
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import add_flags, agent_env, normalise
 
 LoopAction = Literal["flag", "end"]
@@ -52,7 +52,7 @@ def find_loop(keys: list[str], repeats: int, max_cycle: int, cycle_repeats: int)
     return None
 
 
-class DetectLoops(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Flag LOOP when the agent repeats itself, and optionally end the episode as TLE.
 
     ``info["loop"]`` describes the loop on the step that closes it (None otherwise) and the
@@ -109,12 +109,9 @@ class DetectLoops(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorAr
             self._loops += 1
             add_flags(info, Flag.LOOP)
             if self.on_loop == "end" and not (terminated or truncated):
-                if end_episode_now(self.env, FinishReason.TASK_LIMIT, f"loop detected: {loop}", info):
-                    truncated = True
-                    info["limit"] = "loop"
-                    score = info.get("score")
-                    if isinstance(score, dict):
-                        reward = float(score.get("reward", 0.0))
+                ended = self.end_episode_here(FinishReason.TASK_LIMIT, f"loop detected: {loop}", info, LimitKind.LOOP)
+                if ended is not None:
+                    truncated, reward = True, ended
         info["loop_count"] = self._loops
         return observation, reward, terminated, truncated, info
 

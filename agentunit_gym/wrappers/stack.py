@@ -2,7 +2,7 @@
 
 Order, from the env outwards (each wrapper sees what the ones below it produced)::
 
-    AgentUnit env (gym.make: PassiveEnvChecker, OrderEnforcing)
+    AgentUnit env (gym.make: PassiveEnvChecker, OrderEnforcing, EndTruncatedEpisode)
       ClassifyActions   classify every reply first, from the env's own info
       InjectTraps       plant and inject a trap; judge actions and state
       DetectLoops       flag (or end on) repeated actions
@@ -18,8 +18,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.classify import ClassifyActions, InvalidPolicy
+from agentunit_gym.wrappers.classify import ClassifyActions
 from agentunit_gym.wrappers.context import LimitContext, TokenCounter
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.limits import LimitEpisode

@@ -9,20 +9,19 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from agentunit_gym.core import text as core_text
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.score import Score
+from agentunit_gym.core.text import cap_text
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, TrapRecord, Usage
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env, derive_flags, jsonable, unique
 
-
-def cap_text(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, with a note of how much was cut."""
-    return core_text.cap_text(text, limit, "\n[... {omitted} more characters not recorded]")
+TRACE_NOTE = "\n[... {omitted} more characters not recorded]"
+"""What a trace shows after text cut at ``max_chars`` (see :func:`~agentunit_gym.core.text.cap_text`)."""
 
 
-class RecordTrace(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Build the episode's trace step by step; on the final step put it in ``info["trace"]``
     and, when ``directory`` is given, write it to ``<directory>/<task_id>--<episode_id>.json``.
 
@@ -191,7 +190,7 @@ def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id
         category=str(info.get("category", "general")),
         seed=seed,
         instruction=str(info.get("instruction", "")),
-        prompt=cap_text(str(observation), max_chars),
+        prompt=cap_text(str(observation), max_chars, TRACE_NOTE),
         optimal_steps=int(info.get("optimal_steps") or 1),
         max_steps=_int_or_none(info.get("step_limit", info.get("max_steps"))),
         started_at=time.time(),
@@ -206,11 +205,11 @@ def step_record(index: int, action: str, observation: str, reward: float, info: 
     return StepRecord(
         index=index,
         timestamp=timestamp,
-        raw_action=cap_text(str(action), max_chars),
+        raw_action=cap_text(str(action), max_chars, TRACE_NOTE),
         action=jsonable(info["action"]) if isinstance(info.get("action"), dict) else None,
         action_error=jsonable(info["action_error"]) if isinstance(info.get("action_error"), dict) else None,
-        thought=cap_text(str(info.get("thought") or ""), max_chars),
-        observation=cap_text(str(observation), max_chars),
+        thought=cap_text(str(info.get("thought") or ""), max_chars, TRACE_NOTE),
+        observation=cap_text(str(observation), max_chars, TRACE_NOTE),
         observation_chars=len(observation),
         execution=jsonable(info.get("execution") or {}),
         execution_error=bool(info.get("execution_error")),
@@ -263,4 +262,4 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-__all__ = ["RecordTrace", "cap_text", "finished_trace", "new_trace", "step_record"]
+__all__ = ["TRACE_NOTE", "RecordTrace", "finished_trace", "new_trace", "step_record"]

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.trace import Flag, TrapRecord
 from agentunit_gym.errors import AgentUnitError, BackendError, ConfigError, DomainError, EpisodeStateError
+from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import action_text, add_flags, agent_env
 
 Verdict = Literal["refused", "attempted", "not_delivered"]
@@ -220,7 +221,7 @@ def fill(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(value, text)
 
 
-class InjectTraps(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Inject a trap from the domain's library into some episodes and judge whether the agent fell for it.
 
     Per episode, with probability ``rate`` (drawn from a generator seeded by ``seed`` and

@@ -2,7 +2,9 @@
 
 ``AGENTUNIT_MYSQL_DSN`` names one when set; otherwise (with a Docker daemon) a container
 from our MariaDB image is started with networking on, an admin account for any host is
-created, and its DSN is yielded. This keeps the DSN path tested for real in CI.
+created, and its DSN is yielded. This keeps the DSN path tested for real in CI. The container
+runs MariaDB's stock settings, not our image's MySQL 8 ones, as a user's server would: the
+backend must set MySQL 8's dialect per session.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from contextlib import contextmanager
 
 from agentunit_gym.backends import process
 
+STOCK_SETTINGS = ("--sql-mode=STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,"
+                  "NO_ENGINE_SUBSTITUTION",
+                  "--collation-server=utf8mb4_general_ci", "--group-concat-max-len=1048576")
+"""MariaDB 10.11's defaults, which our image's configuration changes."""
+
 
 @contextmanager
 def tcp_mariadb(user: str = "tcpadmin", password: str = "tcp pw") -> Iterator[tuple[str, object]]:
@@ -24,7 +31,8 @@ def tcp_mariadb(user: str = "tcpadmin", password: str = "tcp pw") -> Iterator[tu
 
     docker = process.docker_client()
     container = docker.containers.run(
-        ensure_image("mariadb"), command=["--skip-networking=0", "--bind-address=0.0.0.0"], detach=True,
+        ensure_image("mariadb"), command=["--skip-networking=0", "--bind-address=0.0.0.0", *STOCK_SETTINGS],
+        detach=True,
         labels={"agentunit_gym": "1"}, init=True, environment={"AGENTUNIT_ADMIN_PASSWORD": "unused"},
         tmpfs={"/var/lib/mysql": "rw,size=256m"}, name=f"agentunit-gym-test-tcp-{os.getpid()}-{time.monotonic_ns()}")
     try:

@@ -12,8 +12,14 @@ Expected values are computed here (hashlib, literal strings), never by the sandb
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +33,12 @@ SANDBOX_KINDS = [
 
 # Seconds a timed-out command may take beyond its timeout (killing it, restoring the shell).
 KILL_SLACK_S = 4.0
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+"""This project's checkout: the sandbox must not see it either."""
+HOST_CANARY_DIRS = (Path("/etc"), Path("/root"), Path("/home"), Path("/var/tmp"), CHECKOUT)
+
+FORK_BOMB = ":(){ :|:& };:"
 
 # Counts processes whose command name is $1, with /proc only (no procps needed in the sandbox).
 COUNT_PROCS = 'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = "$1" ] && n=$((n+1)); done; echo $n'
@@ -59,20 +71,20 @@ export EPISODE_VAR=1; cd /tmp
 """
 
 
-def make_sandbox(kind: str) -> Sandbox:
-    """A new, not yet started sandbox of ``kind`` with its default options."""
+def make_sandbox(kind: str, **options: Any) -> Sandbox:
+    """A new, not yet started sandbox of ``kind`` with its default options (and ``options``)."""
     if kind == "local":
         from agentunit_gym.backends.sandbox.local import LocalSandbox
 
-        return LocalSandbox()
+        return LocalSandbox(**options)
     if kind == "local-unshare":
         from agentunit_gym.backends.sandbox.local import LocalSandbox
 
-        return LocalSandbox(isolation="unshare")
+        return LocalSandbox(isolation="unshare", **options)
     if kind == "docker":
         from agentunit_gym.backends.sandbox.docker import DockerSandbox  # lazy: may not be importable everywhere
 
-        return DockerSandbox()
+        return DockerSandbox(**options)
     raise ValueError(kind)
 
 
@@ -337,3 +349,82 @@ class SandboxConformance:
         other.close()
         other.close()
 
+    # ---------------------------------------------------------------- isolation from the host
+
+    def test_host_canary_files_are_not_visible(self, sandbox: Sandbox) -> None:
+        name = f"agentunit-canary-{secrets.token_hex(6)}"
+        planted = [d / name for d in HOST_CANARY_DIRS]
+        for path in planted:
+            path.write_text("host secret\n")
+        try:
+            for path in planted:
+                read = sandbox.shell(f"cat {path}")
+                assert read.exit_code != 0 and "host secret" not in read.output, path
+                assert name not in sandbox.shell(f"ls -a {path.parent}").output, path
+                with pytest.raises(FileNotFoundError):
+                    sandbox.read_file(str(path))
+                assert sandbox.run(f"cat {path}").exit_code != 0
+            found = sandbox.shell(f"find / -name '{name}*' 2>/dev/null | head -5; echo end", timeout=60)
+            assert found.output == "end\n"
+        finally:
+            for path in planted:
+                path.unlink(missing_ok=True)
+
+    def test_host_processes_are_not_visible(self, sandbox: Sandbox) -> None:
+        name = f"agentunit-host-{secrets.token_hex(6)}"
+        host = subprocess.Popen(["bash", "-c", f'exec -a {name} sleep 300'], start_new_session=True)
+        try:
+            listing = sandbox.shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; "
+                                    "ls /proc | grep -c '^[0-9]'")
+            assert name not in listing.output
+            assert int(listing.output.split()[-1]) < 20  # the sandbox's own few processes only
+            assert sandbox.shell(f"kill -9 {os.getpid()} 2>/dev/null; echo alive").output == "alive\n"
+        finally:
+            host.kill()
+            host.wait()
+
+    # ---------------------------------------------------------------- runaway processes
+
+    @pytest.mark.parametrize("bomb", [FORK_BOMB, f"{FORK_BOMB}; sleep 100"], ids=["returns", "times-out"])
+    def test_fork_bomb_then_commands_answer(self, sandbox: Sandbox, bomb: str) -> None:
+        sandbox.shell("sleep 300 &")  # a deliberate background job of an earlier command survives
+        result = sandbox.shell(bomb, timeout=3.0)
+        assert result.timed_out if "sleep" in bomb else "killed" in result.output
+        # Each of three ordinary commands answers within 2 s (its timeout is the deadline).
+        for command, expected in (("echo one", "one\n"), ("printf '%s\\n' two", "two\n"),
+                                  ("ls /usr >/dev/null && echo three", "three\n")):
+            answer = sandbox.shell(command, timeout=2.0)
+            assert not answer.timed_out and answer.exit_code == 0, (command, answer.output[-300:])
+            assert answer.output.endswith(expected), (command, answer.output[-300:])
+        assert count_procs(sandbox, "sleep") == 1
+        assert count_procs(sandbox, "bash") <= 3
+
+    def test_background_jobs_within_budget_survive(self, sandbox: Sandbox) -> None:
+        result = sandbox.shell("for i in 1 2 3 4; do sleep 30$i & done; (sleep 0.2; sleep 400) &")
+        assert "killed" not in result.output
+        assert sandbox.shell("sleep 0.5; echo ok").output.endswith("ok\n")
+        assert count_procs(sandbox, "sleep") == 5
+
+
+    # ---------------------------------------------------------------- network (opt-in)
+
+    def test_network_is_opt_in(self, sandbox: Sandbox, sandbox_kind: str) -> None:
+        # A listener on the host: unreachable by default, reachable with network=True.
+        with socket.create_server(("0.0.0.0", 0)) as server:
+            port = server.getsockname()[1]
+            server.settimeout(20)
+            probe = ("import socket, sys\n"
+                     "for host in sys.argv[1:]:\n"
+                     "    try:\n"
+                     "        socket.create_connection((host, int(PORT)), timeout=3).close(); print('connected'); break\n"
+                     "    except OSError as exc:\n"
+                     "        print('failed', host, type(exc).__name__)\n").replace("PORT", str(port))
+            targets = ("127.0.0.1",)
+            assert "connected" not in sandbox.run(probe, language="python", args=targets).output
+            with make_sandbox(sandbox_kind, network=True) as online:
+                # Docker's bridge reaches the host at the default route's gateway; local shares the host's loopback.
+                gateway = online.run("awk '$2 == \"00000000\" {print $3}' /proc/net/route").output.split()
+                hosts = [*targets, *(socket.inet_ntoa(bytes.fromhex(g)[::-1]) for g in gateway[:1])]
+                result = online.run(probe, language="python", args=tuple(hosts), timeout=30)
+                assert "connected" in result.output, result.output
+                server.accept()[0].close()

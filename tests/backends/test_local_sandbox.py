@@ -7,6 +7,7 @@ import glob
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 from agentunit_gym.backends import process
 from agentunit_gym.backends.process import ProcessResult
 from agentunit_gym.backends.sandbox.factory import open_sandbox, resolve_kind
-from agentunit_gym.backends.sandbox.local import WRITABLE_DIRS, LocalSandbox, detect_isolation
+from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, WRITABLE_DIRS, LocalSandbox, detect_isolation
 from agentunit_gym.errors import BackendError, ConfigError, IsolationError
 from tests.backends.sandbox_conformance import count_procs
 
@@ -34,6 +35,25 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
     sb.start()
     yield sb
     sb.close()
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temp dir every user may traverse (pytest's tmp_path is private to its owner; as root the
+    sandbox's tools run as an unprivileged uid that must reach the sandbox's dirs)."""
+    path = Path(tempfile.mkdtemp(prefix="agentunit-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root callers drop to another uid")
+def test_private_temp_dir_is_refused_as_root(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(ConfigError, match="cannot enter.*temp_dir"):
+        LocalSandbox(temp_dir=str(private)).start()
+    assert os.listdir(private) == []
 
 
 def sandbox_pids(sb: LocalSandbox) -> int:
@@ -87,8 +107,12 @@ def test_refuses_without_isolation(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         sb.start()
     message = str(info.value)
     assert "bubblewrap" in message and "allow_unisolated=True" in message and "docker" in message
-    # Both tools were probed through the process seam, bubblewrap first.
-    assert [call[0] for call in runner.calls] == ["bwrap", "unshare"]
+    # Both tools were probed through the process seam, bubblewrap first (as root, each behind
+    # setpriv, which drops to the unprivileged uid that root inside maps to).
+    tools = [next(arg for arg in call if arg in ("bwrap", "unshare")) for call in runner.calls]
+    assert tools == ["bwrap", "unshare"]
+    if os.geteuid() == 0:
+        assert all(call[0] == "setpriv" and f"--reuid={ROOT_CALLER_UID}" in call for call in runner.calls)
     assert sb.mechanism is None
     sb.close()
     assert os.listdir(tmp_path) == []  # nothing was created
@@ -170,16 +194,21 @@ def test_network_access_fails(sandbox: LocalSandbox) -> None:
     assert sandbox.shell("test -e /run/docker.sock || test -e /var/run/docker.sock; echo $?").output == "1\n"
 
 
-def test_host_root_is_read_only(sandbox: LocalSandbox) -> None:
-    for path in ("/usr/agentunit_probe", "/etc/agentunit_probe", "/agentunit_probe"):
+def test_system_dirs_are_read_only_and_etc_is_the_sandboxs_own(sandbox: LocalSandbox) -> None:
+    for path in ("/usr/agentunit_probe", "/agentunit_probe", "/etc/alternatives/agentunit_probe"):
         result = sandbox.shell(f"touch {path} 2>&1")
         assert result.exit_code == 1 and "Read-only file system" in result.output
         assert not Path(path).exists()
     assert sandbox.shell("mount -o remount,rw / 2>/dev/null; echo $?").output.strip() != "0"
-    with pytest.raises(BackendError, match="only /tmp"):
-        sandbox.write_file("/etc/agentunit_probe", b"x")
+    with pytest.raises(BackendError, match="only /etc, /tmp"):
+        sandbox.write_file("/usr/agentunit_probe", b"x")
     for d in WRITABLE_DIRS:
-        assert sandbox.shell(f"touch {d}/w && echo ok").output == "ok\n", d
+        assert sandbox.shell(f"touch {d}/agentunit_probe && echo ok").output == "ok\n", d
+        assert not Path(d, "agentunit_probe").exists()  # the sandbox's own dir, not the host's
+    # /etc is a fresh one: our users, not the host's, and a shadow file nobody planted.
+    assert sandbox.read_file("/etc/passwd").decode().splitlines()[-1].startswith("agent:x:1000:1000:")
+    assert sandbox.shell("useradd -m jack && grep -c '^jack:' /etc/passwd").output == "1\n"
+    assert "jack" not in Path("/etc/passwd").read_text()
 
 
 def test_private_dirs_hide_the_host(sandbox: LocalSandbox) -> None:
@@ -194,20 +223,26 @@ def test_private_dirs_hide_the_host(sandbox: LocalSandbox) -> None:
 
 
 def test_symlinks_cannot_redirect_writes_to_the_host(sandbox: LocalSandbox) -> None:
-    hostname = Path("/etc/hostname").read_bytes()
-    sandbox.shell("ln -s /etc/hostname /tmp/evil; ln -s /etc /root/etc-link")
-    with pytest.raises(BackendError, match="resolves to '/etc/hostname'"):
+    release = Path("/usr/lib/os-release").read_bytes()
+    sandbox.shell("ln -s /usr/lib/os-release /tmp/evil; ln -s /usr /root/usr-link")
+    with pytest.raises(BackendError, match="resolves to '/usr/lib/os-release'"):
         sandbox.write_file("/tmp/evil", b"pwned")
     with pytest.raises(BackendError):
-        sandbox.write_file("/root/etc-link/hostname", b"pwned")
-    assert Path("/etc/hostname").read_bytes() == hostname
+        sandbox.write_file("/root/usr-link/lib/os-release", b"pwned")
+    assert Path("/usr/lib/os-release").read_bytes() == release
     # A link inside the writable dirs is followed as the sandbox would follow it.
     sandbox.shell("mkdir /root/real && ln -s /root/real /tmp/alias && ln -s ../root/real/f /tmp/rel")
     sandbox.write_file("/tmp/alias/f", b"through the link")
     assert sandbox.shell("cat /root/real/f").output == "through the link"
     assert sandbox.read_file("/tmp/rel") == b"through the link"
-    # Reading through a link to the read-only root sees the host's (read-only) file.
-    assert sandbox.read_file("/tmp/evil") == hostname
+    # Reading through a link to a read-only system dir sees the host's (read-only) file.
+    assert sandbox.read_file("/tmp/evil") == release
+    # A link to a host path the sandbox does not have is not followed on the host.
+    sandbox.shell("ln -s /work /tmp/out; ln -s /proc/1/root/etc/shadow /tmp/shadow")
+    with pytest.raises(FileNotFoundError):
+        sandbox.read_file("/tmp/out/x")
+    with pytest.raises(BackendError):
+        sandbox.write_file("/tmp/out/x", b"pwned")
 
 
 def test_rm_rf_root_leaves_host_and_next_episode_intact(tmp_path: Path) -> None:
@@ -246,9 +281,9 @@ def processes_in_namespace(sb: LocalSandbox) -> int:
 
 
 def require_process_limit(sb: LocalSandbox) -> None:
-    """Skip when no process limit can apply: root on a host without a writable pids cgroup."""
-    if sb._cgroup is None and os.geteuid() == 0:
-        pytest.skip("running as root without a writable pids cgroup: no process limit applies (see docs)")
+    """Skip when no process limit can apply: no writable pids cgroup and no prlimit."""
+    if sb._cgroup is None and sb._prlimit is None:
+        pytest.skip("no writable pids cgroup and no prlimit: no process limit applies (see docs)")
 
 
 SPAWN_UNTIL_REFUSED = """
@@ -280,11 +315,13 @@ def test_fork_bomb_is_contained_and_reset_is_clean(sandbox: LocalSandbox) -> Non
     sb = LocalSandbox(isolation=sandbox.mechanism, pids_limit=64)  # type: ignore[arg-type]
     with sb:
         require_process_limit(sb)
-        sb.shell("bomb() { bomb | bomb & }; bomb", timeout=3)
-        peak = 0
-        for _ in range(10):
-            time.sleep(0.1)
+        # Through run(), which does not kill runaways (shell() does: see the conformance suite).
+        sb.run("bomb() { bomb | bomb & }; bomb", timeout=3)
+        # Poll (with a deadline) until the bomb has grown, sampling its size meanwhile.
+        peak, samples, deadline = 0, 0, time.monotonic() + 20
+        while (peak <= 16 or samples < 10) and time.monotonic() < deadline:
             peak = max(peak, processes_in_namespace(sb))
+            samples += 1
         assert 16 < peak <= 64  # it grew, and stopped at the limit
         assert "survived\n" in sb.shell("echo survived", timeout=10).output  # bomb noise may surround it
         sb.reset()
@@ -334,8 +371,11 @@ def test_exit_gives_a_new_shell(sandbox: LocalSandbox) -> None:
 
 
 def test_background_output_shows_with_the_next_command(sandbox: LocalSandbox) -> None:
-    sandbox.shell("(sleep 0.2; echo late) &")
-    time.sleep(0.5)
+    sandbox.shell("(sleep 0.2; echo late; touch /tmp/late-done) &")
+    # Wait (with a deadline) until the background job has printed, instead of sleeping.
+    deadline = time.monotonic() + 20
+    while not sandbox.run("test -e /tmp/late-done").ok:
+        assert time.monotonic() < deadline, "the background job never finished"
     output = sandbox.shell("echo now").output
     # As in an interactive shell, bash may add a "[1]+ Done ..." notice for the finished job.
     assert output.startswith("late\n") and output.endswith("now\n")
@@ -371,8 +411,8 @@ def test_closed_sandbox_refuses_work() -> None:
 # ------------------------------------------------------------------ leaving nothing behind
 
 
-def test_200_episodes_leave_nothing_behind(tmp_path: Path) -> None:
-    temp_dir = str(tmp_path)
+def test_200_episodes_leave_nothing_behind(open_tmp: Path) -> None:
+    temp_dir = str(open_tmp)
     empty: dict[str, list[str]] = {"temp_dirs": [], "cgroups": [], "processes": []}
     assert our_leftovers(temp_dir) == empty
     sb = LocalSandbox(temp_dir=temp_dir)
@@ -389,7 +429,7 @@ def test_200_episodes_leave_nothing_behind(tmp_path: Path) -> None:
             if episode % 2:
                 assert other.run("echo ok").output == "ok\n"
     assert our_leftovers(temp_dir) == empty
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(open_tmp) == []
 
 
 # ------------------------------------------------------------------ choosing a sandbox (factory)
@@ -468,8 +508,8 @@ def test_run_timeout_holds_when_the_command_closes_its_output(sandbox: LocalSand
 
 
 def test_rlimit_fallback_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Without a writable pids cgroup, processes entering the sandbox carry RLIMIT_NPROC
-    # (which binds non-root callers; root is exempt, so here only the setting is checked).
+    # Without a writable pids cgroup, processes entering the sandbox carry RLIMIT_NPROC (which
+    # binds root callers too: their sandboxes run as an unprivileged uid).
     from agentunit_gym.backends.sandbox import local
 
     monkeypatch.setattr(local._PidsCgroup, "create", classmethod(lambda cls, limit: None))

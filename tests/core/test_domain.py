@@ -153,3 +153,33 @@ def test_a_broken_third_party_domain_is_set_aside(monkeypatch: pytest.MonkeyPatc
     finally:
         monkeypatch.undo()
         registry.reload()
+
+
+def test_built_ins_are_found_without_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An install that predates the entry points (stale editable metadata): the scan of
+    # agentunit_gym/domains/ still finds the built-in domains.
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [])
+    registry.reload()
+    try:
+        assert {"os", "db"} <= set(registry.domain_names())
+        assert registry.broken_domains() == ()
+    finally:
+        monkeypatch.undo()
+        registry.reload()
+
+
+def test_a_domain_clashing_with_a_registered_one_is_set_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = metadata.entry_points
+
+    def entry_points(group: str) -> Any:
+        return [*real(group=group), _EntryPoint("zz-copy", "agentunit_gym.domains.db:DOMAIN")]
+
+    monkeypatch.setattr(registry.metadata, "entry_points", entry_points)
+    registry.reload()
+    try:
+        broken = {b.name: b.reason for b in registry.broken_domains()}
+        assert "already registered" in broken["zz-copy"]
+        assert registry.get_domain("db").name == "db"
+    finally:
+        monkeypatch.undo()
+        registry.reload()

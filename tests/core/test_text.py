@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentunit_gym.core.text import cap_text
-from agentunit_gym.wrappers.trace import cap_text as cap_trace_text
+from agentunit_gym.wrappers.trace import TRACE_NOTE
 
 NOTE = "\n[{shown} of {total} shown, {omitted} cut]"
 
@@ -22,5 +22,5 @@ def test_cut_text_keeps_the_head_and_says_how_much_was_cut() -> None:
 
 
 def test_the_trace_wrapper_note() -> None:
-    assert cap_trace_text("a" * 12, 10) == "a" * 10 + "\n[... 2 more characters not recorded]"
-    assert cap_trace_text("a" * 10, 10) == "a" * 10
+    assert cap_text("a" * 12, 10, TRACE_NOTE) == "a" * 10 + "\n[... 2 more characters not recorded]"
+    assert cap_text("a" * 10, 10, TRACE_NOTE) == "a" * 10

@@ -140,9 +140,17 @@ def test_wilson_by_hand() -> None:
     ci0 = wilson(0, 10)
     assert ci0.low == pytest.approx(0.0, abs=1e-12)
     assert ci0.high == pytest.approx(1.959964**2 / (10 + 1.959964**2), abs=1e-6)
-    rate = compute_metrics(three_episodes()).metrics["success_rate"]
+    # Three episodes of three tasks: independent, so the success rate gets the Wilson interval.
+    a, b, c = three_episodes()
+    b = Episode(b.trace.model_copy(update={"task_id": "t2"}), run=0, agent="m")
+    rate = compute_metrics([a, b, c]).metrics["success_rate"]
     assert rate.ci is not None and rate.ci.method == "wilson"
     assert rate.ci.low == pytest.approx(0.2077, abs=1e-4)
+    # three_episodes() repeats t1 (runs 0 and 1): whole tasks are resampled. Per task, t1 is
+    # 1 of 2 and q1 1 of 1, so a replicate is t1 alone (1/2), q1 alone (1) or a mix (2/3).
+    rate = compute_metrics(three_episodes()).metrics["success_rate"]
+    assert rate.ci is not None and rate.ci.method == "cluster_bootstrap"
+    assert (rate.ci.low, rate.ci.high) == (pytest.approx(0.5), pytest.approx(1.0))
 
 
 def test_bootstrap_matches_the_normal_interval_on_a_large_sample() -> None:
@@ -156,12 +164,13 @@ def test_bootstrap_matches_the_normal_interval_on_a_large_sample() -> None:
     assert bootstrap([2.0, 2.0, 2.0]).method == "exact"
 
 
-def test_ratio_ci_resamples_episodes() -> None:
+def test_ratio_ci_resamples_whole_tasks() -> None:
     t = compute_metrics(three_episodes(), seed=5)
     m = t.metrics["tool_hallucination_rate"]
-    assert m.ci is not None and m.ci.method == "bootstrap"
-    # Resampling whole episodes: the rate can be 0 (B never drawn) or as high as 1/2 (only B).
-    assert 0.0 <= m.ci.low <= 1 / 6 <= m.ci.high <= 0.5
+    assert m.ci is not None and m.ci.method == "cluster_bootstrap"
+    # t1's two episodes (1 hallucinated step of 5) are drawn together: a replicate is 1/5 (t1
+    # alone), 0 (q1 alone) or in between; never B's 1/2 alone, as an episode bootstrap could draw.
+    assert m.ci.low == pytest.approx(0.0) and m.ci.high == pytest.approx(0.2)
 
 
 def test_permutation_test() -> None:

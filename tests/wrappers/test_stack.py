@@ -20,6 +20,7 @@ from agentunit_gym.wrappers import (
     RecordTrace,
     make_eval_env,
 )
+from agentunit_gym.wrappers.limits import EndTruncatedEpisode
 
 from .fakes import TOY_ID, register_toys
 
@@ -61,7 +62,9 @@ def test_check_env_passes_on_the_full_stack(env_id: str, backend: str) -> None:
     env = make_eval_env(env_id, backend=backend, max_context_tokens=32_000, trap_rate=0.5, trap_seed=3,
                         max_seconds=600)
     ours = [c for c in _layers(env) if c.__module__.startswith("agentunit_gym")]
-    assert ours == [RecordTrace, LimitContext, LimitEpisode, DetectLoops, InjectTraps, ClassifyActions]
+    # gym.make adds EndTruncatedEpisode (for max_episode_steps) right over the env.
+    assert ours == [RecordTrace, LimitContext, LimitEpisode, DetectLoops, InjectTraps, ClassifyActions,
+                    EndTruncatedEpisode]
     _check(env)
     env.close()
 

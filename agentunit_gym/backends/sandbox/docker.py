@@ -216,6 +216,12 @@ class DockerSandbox(Sandbox):
             Any image with python3 and bash works.
         memory: memory limit (swap included), Docker syntax (``"512m"``).
         pids_limit: most processes at once (a fork bomb stops there).
+        runaway_budget: most processes one shell command may leave running; when what it left
+            keeps forking past this (a fork bomb), all of it is killed once the command returns
+            or times out, so the next command can run. A few deliberate background jobs survive.
+        network: give the container Docker's default bridge network (and its DNS settings)
+            instead of none. Off by default: opt in only for tasks that must reach the
+            network (e.g. ``apt-get install`` in an init script).
         cpus: CPU share, in cores.
         pool_size: warm spare containers kept ready for when an in-place reset is not possible.
         client: a Docker SDK client (default: the environment's daemon).
@@ -232,7 +238,9 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, *, image: str | None = None, memory: str = "512m", pids_limit: int = 256, cpus: float = 1.0,
                  pool_size: int = 1, client: Any | None = None, tmpfs_size: str = "1g",
-                 start_timeout: float = _START_TIMEOUT_S) -> None:
+                 start_timeout: float = _START_TIMEOUT_S, runaway_budget: int = 32, network: bool = False) -> None:
+        if runaway_budget < 1:
+            raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}")
         if pids_limit < 16:
             raise ConfigError(f"pids_limit must be at least 16 (the shell and its tools need some), got {pids_limit}")
         if pool_size < 0:
@@ -242,7 +250,8 @@ class DockerSandbox(Sandbox):
         self._client = client if client is not None else process.docker_client(timeout=120.0)
         self._image = image
         self.memory, self.pids_limit, self.cpus, self.pool_size = memory, pids_limit, cpus, pool_size
-        self.tmpfs_size, self.start_timeout = tmpfs_size, start_timeout
+        self.tmpfs_size, self.start_timeout, self.runaway_budget = tmpfs_size, start_timeout, runaway_budget
+        self.network = network
         self._box: _Container | None = None
         self._pool: list[_Container] = []
         self._pool_lock = threading.Lock()
@@ -275,14 +284,17 @@ class DockerSandbox(Sandbox):
         from docker.types import LogConfig
 
         host_config = self._client.api.create_host_config(
-            network_mode="none", init=True, read_only=True, cap_drop=["ALL"], cap_add=list(CAPABILITIES),
+            network_mode="bridge" if self.network else "none", init=True, read_only=True, cap_drop=["ALL"],
+            cap_add=list(CAPABILITIES),
             pids_limit=self.pids_limit, mem_limit=self.memory, memswap_limit=self.memory,
             nano_cpus=int(self.cpus * 1e9), tmpfs={"/run/au": "size=4m,mode=700"},
             log_config=LogConfig(type="none"),  # json-file stalls on large outputs (ARCHITECTURE)
             security_opt=["no-new-privileges"],
         )
         name = f"agentunit-os-{secrets.token_hex(6)}"
-        environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(), "AU_TMPFS_SIZE": self.tmpfs_size}
+        environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(), "AU_TMPFS_SIZE": self.tmpfs_size,
+                       "AU_PIDS_LIMIT": str(self.pids_limit), "AU_RUNAWAY_BUDGET": str(self.runaway_budget),
+                       "AU_NETWORK": "1" if self.network else "0"}
         return _Container(self._client, self.image, host_config, environment, name, self.start_timeout,
                           self.instance_id)
 

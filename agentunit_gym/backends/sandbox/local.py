@@ -3,11 +3,18 @@
 Layout of one sandbox:
 
 * a **holder** process starts the namespaces (user, pid, net, mount, ipc, uts) with
-  bubblewrap when it is installed, else with ``unshare`` and a small mount script. The host
-  root is mounted read-only; ``/tmp``, ``/root``, ``/home``, ``/var/tmp`` and ``/run`` are
-  bind mounts of per-sandbox host temp dirs; ``/proc`` and ``/dev`` are private and
-  minimal; there is no network. The holder waits on a pipe from us, so when our process
-  goes away the whole pid namespace goes with it.
+  bubblewrap when it is installed, else with ``unshare`` and ``images/local/setup.sh``.
+  The sandbox's root is its own: a read-only tmpfs holding read-only binds of the host's
+  system dirs (``/usr`` and the ``/bin``, ``/sbin``, ``/lib*`` links or dirs) and fresh
+  writable dirs (``/etc``, ``/tmp``, ``/root``, ``/home``, ``/var``, ``/run``) made for
+  each box: ``/etc`` from our own passwd/group/shadow plus an allowlist of the host's
+  system configuration (:data:`HOST_ETC`), the rest empty. Nothing else of the host (its
+  ``/etc``, ``/root``, ``/home``, ``/var``, ``/srv``, ``/opt``, ``/mnt``, ``/media``, this
+  checkout) is mounted. ``/proc`` and ``/dev`` are private and minimal; there is no
+  network. Root inside maps to one unprivileged host uid: the caller's own, or, when the
+  caller is root, :data:`ROOT_CALLER_UID` (the holder and every process entering the
+  sandbox drop to it with ``setpriv`` first). The holder waits on a pipe from us, so when
+  our process goes away the whole pid namespace goes with it.
 * the agent's **persistent shell** and every one-off ``run()`` enter the holder's
   namespaces with ``nsenter``, so init scripts and checks see exactly what the agent sees
   (files and processes) without going through the agent's shell.
@@ -18,14 +25,16 @@ Layout of one sandbox:
 
 Process limit: a pids cgroup (``pids.max``) when the pids controller is writable (root on
 cgroup v1/v2 hosts), otherwise ``RLIMIT_NPROC`` on the processes that enter the sandbox,
-counted inside the sandbox's own user namespace. Root callers are exempt from
-``RLIMIT_NPROC``; without a writable cgroup they only get the per-command timeout.
+counted inside the sandbox's own user namespace (root callers' sandboxes run as an
+unprivileged uid, so it binds them too). After each command, what it left forking past
+``runaway_budget`` is killed so the next command can run.
 See docs/sandbox-local.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import posixpath
@@ -52,13 +61,46 @@ logger = logging.getLogger("agentunit_gym")
 
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
 
-WRITABLE_DIRS: tuple[str, ...] = ("/tmp", "/root", "/home", "/var/tmp", "/run")
-"""Sandbox paths backed by private host dirs: the only writable places, wiped on reset."""
+WRITABLE_DIRS: tuple[str, ...] = ("/etc", "/tmp", "/root", "/home", "/var", "/run")
+"""Sandbox paths backed by private host dirs made fresh for each box: the only writable
+places, discarded on reset."""
 
-_DIR_MODES = {"/tmp": 0o1777, "/var/tmp": 0o1777, "/root": 0o700}
+SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""The host's dirs the sandbox sees, read-only (those that exist; symlinks stay symlinks)."""
 
-# Paths whose content differs from the host's (private mounts): read them from inside.
-_SANDBOX_ONLY_PREFIXES = ("/proc", "/dev", "/sys")
+HOST_ETC: tuple[str, ...] = (
+    "adduser.conf", "alternatives", "bash.bashrc", "bindresvport.blacklist", "ca-certificates.conf",
+    "debian_version", "default/locale", "default/useradd", "deluser.conf", "environment", "ethertypes",
+    "gai.conf", "host.conf", "inputrc", "issue", "issue.net", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+    "libaudit.conf", "locale.alias", "locale.gen", "localtime", "login.defs", "magic", "magic.mime", "mime.types",
+    "mke2fs.conf", "networks", "nsswitch.conf", "os-release", "pam.conf", "pam.d", "profile", "protocols",
+    "python3", "python3.11", "python3.12", "rpc", "security", "services", "shells", "skel", "ssl/certs",
+    "ssl/openssl.cnf", "terminfo", "timezone", "xattr.conf",
+)
+"""What the sandbox's fresh ``/etc`` copies from the host's: package-owned system
+configuration (paths relative to ``/etc``; missing ones are skipped). No secrets (shadow,
+keys), no users, no site data: passwd, group, shadow, hosts and hostname are our own
+(``images/local/etc``)."""
+
+ETC_READ_ONLY: tuple[str, ...] = ("alternatives", "ssl/certs", "pam.d", "security", "ld.so.conf.d", "skel",
+                                  "terminfo", "python3", "python3.11", "python3.12")
+"""Trees of the ``/etc`` template that each box binds read-only instead of copying: they
+hold most of its files, and creating files is what makes a box slow to build (copying
+all of them took a box from ~45 ms to ~150 ms here)."""
+
+ROOT_CALLER_UID = 2_000_000_000
+"""The host uid that root inside the sandbox maps to when the caller is root (an unused,
+unprivileged uid). A non-root caller's sandbox maps root to the caller's own uid."""
+
+_IMAGE_DIR = Path(__file__).resolve().parent.parent.parent / "images" / "local"
+_DIR_MODES = {"/tmp": 0o1777, "/root": 0o700}
+# Inside the fresh /var and /run (mode, or a symlink target).
+_SKELETON: tuple[tuple[str, int | str], ...] = (
+    ("var/tmp", 0o1777), ("var/log", 0o755), ("var/lib", 0o755), ("var/cache", 0o755), ("var/spool", 0o755),
+    ("var/mail", 0o2775), ("var/backups", 0o755), ("var/local", 0o2775), ("var/opt", 0o755),
+    ("var/run", "/run"), ("var/lock", "/run/lock"), ("run/lock", 0o1777), ("home/agent", 0o755),
+)
+
 
 _DEFAULT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -72,6 +114,7 @@ _DEFAULT_ENV = {
 }
 
 _START_TIMEOUT_S = 10.0
+_RUNAWAY_WATCH_S = 0.2  # how long what a command left behind is watched while it keeps growing
 _KILL_TIMEOUT_S = 5.0
 # After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
 # making new ones), then how long the shell gets to print its sentinel before we decide it is
@@ -85,36 +128,6 @@ _CHUNK = 1 << 16
 
 # The holder: report readiness, then live until our end of its stdin closes.
 _HOLDER = "echo ready; read -r _ ; exit 0"
-
-# Mount script for the ``unshare`` path (bubblewrap does the same itself). Runs as root of
-# the new user namespace, pid 1 of the new pid namespace. $1: empty dir for the new root,
-# $2: dir holding the private writable dirs. Every step is checked: a half-isolated sandbox
-# must not start.
-_UNSHARE_SETUP = r"""
-set -eu
-R=$1; W=$2
-mount --rbind / "$R"
-# Read-only everywhere under the new root. A remount keeps the flags the kernel locked
-# (nosuid, nodev, ...) only if we repeat them, so reuse each mount's own options.
-while read -r _ _ _ _ mp opts _; do
-  case "$mp" in "$R"|"$R"/*) ;; *) continue ;; esac
-  mount -o "remount,bind,ro${opts#r[ow]}" "$mp"
-done < /proc/self/mountinfo
-mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
-mount -t tmpfs -o nosuid,mode=755 tmpfs "$R/dev"
-for n in null zero full random urandom tty; do
-  : > "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"
-done
-mkdir "$R/dev/shm" "$R/dev/pts"
-mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$R/dev/shm"
-ln -s /proc/self/fd "$R/dev/fd"; ln -s fd/0 "$R/dev/stdin"; ln -s fd/1 "$R/dev/stdout"; ln -s fd/2 "$R/dev/stderr"
-for d in tmp root home var/tmp run; do mount --bind "$W/$d" "$R/$d"; done
-printf sandbox > "$R/proc/sys/kernel/hostname" 2>/dev/null || true
-cd "$R"
-pivot_root . .
-umount -l .
-cd /
-""" + _HOLDER
 
 # The agent's shell: an interactive bash whose stdin, stdout and stderr are a terminal that
 # is also its controlling terminal, like the docker sandbox's shell and AgentBench's (``ls``
@@ -230,6 +243,33 @@ def _proc_stat_fields(pid: int) -> list[bytes] | None:
     return data[data.rfind(b")") + 2:].split()
 
 
+def _children_ints(pid: int) -> list[int]:
+    return [int(child) for child in _children(pid)]
+
+
+def _pids_in_namespace(ns_inode: int) -> Iterator[int]:
+    """Host pids of the processes in the pid namespace with inode ``ns_inode``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/pid").st_ino == ns_inode:
+                    yield int(entry)
+            except OSError:
+                continue
+
+
+def _inner_pid(pid: int) -> int | None:
+    """A host pid's pid in its innermost pid namespace (None if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except OSError:
+        return None
+    return None
+
+
 def _read_proc_stat(pid: int) -> tuple[int, int] | None:
     """(process group, session) of a host pid, or None if it is gone."""
     fields = _proc_stat_fields(pid)
@@ -265,6 +305,87 @@ def _rmtree(path: Path) -> None:
         shutil.rmtree(path, onerror=fix)
 
 
+def system_layout() -> list[tuple[str, str | None]]:
+    """The host's :data:`SYSTEM_DIRS` that exist: (path, symlink target or None for a dir to bind)."""
+    layout: list[tuple[str, str | None]] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            layout.append((d, os.readlink(d)))
+        elif os.path.isdir(d):
+            layout.append((d, None))
+    return layout
+
+
+def build_etc(dest: Path) -> None:
+    """Make a fresh ``/etc`` in ``dest`` (which must not exist): :data:`HOST_ETC` copied from
+    the host's, then our own files from ``images/local/etc`` on top."""
+    dest.mkdir(mode=0o755)
+    for rel in HOST_ETC:
+        src = Path("/etc") / rel
+        target = dest / rel
+        if not (src.exists() or src.is_symlink()):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if src.is_dir() and not src.is_symlink():
+                shutil.copytree(src, target, symlinks=True, ignore_dangling_symlinks=True)
+            else:
+                shutil.copy2(src, target, follow_symlinks=False)
+        except (OSError, shutil.Error) as exc:  # an unreadable file is left out, not fatal
+            logger.debug("local sandbox: /etc/%s not copied: %s", rel, exc)
+    shutil.copytree(_IMAGE_DIR / "etc", dest, dirs_exist_ok=True)
+    for name in ("shadow", "gshadow"):
+        os.chmod(dest / name, 0o640)
+    os.symlink("../proc/self/mounts", dest / "mtab")
+
+
+def _check_traversable(path: Path, uid: int) -> None:
+    """Raise ConfigError unless ``uid`` may pass through every dir from / down to ``path``: the
+    namespace tools run as that uid and must reach the sandbox's dirs."""
+    for d in [path.resolve(), *path.resolve().parents]:
+        st = d.stat()
+        if not (st.st_mode & 0o001 or st.st_uid == uid):
+            raise ConfigError(
+                f"the local sandbox's temp dir {path} is below {d} (mode {stat.S_IMODE(st.st_mode):o}), which uid "
+                f"{uid} cannot enter: as root, the sandbox runs as that unprivileged uid. Pass temp_dir= a dir "
+                "every user may traverse (like /tmp).")
+
+
+def _ignore_etc_read_only(template: Path) -> Callable[[str, list[str]], list[str]]:
+    """A ``copytree`` filter that leaves out the template's :data:`ETC_READ_ONLY` trees."""
+    big = {template / rel for rel in ETC_READ_ONLY}
+    return lambda parent, names: [name for name in names if Path(parent, name) in big]
+
+
+def _chown_tree(path: Path, uid: int) -> None:
+    """Give a tree to ``uid`` (symlinks themselves, not their targets)."""
+    os.lchown(path, uid, uid)
+    for parent, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(parent, name), uid, uid)
+
+
+@functools.lru_cache(maxsize=1)
+def _setup_script() -> str:
+    return (_IMAGE_DIR / "setup.sh").read_text()
+
+
+def drop_privileges_argv() -> list[str]:
+    """The prefix that makes a root caller's sandbox processes run as :data:`ROOT_CALLER_UID`
+    on the host (so root inside maps to an unprivileged uid); empty for a non-root caller."""
+    if os.geteuid() != 0:
+        return []
+    uid = str(ROOT_CALLER_UID)
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+def _bwrap_system_args() -> list[str]:
+    args: list[str] = []
+    for path, link in system_layout():
+        args += ["--symlink", link, path] if link is not None else ["--ro-bind", path, path]
+    return args
+
+
 def detect_isolation(preferred: Isolation = "auto") -> Literal["bwrap", "unshare"] | None:
     """Which namespace tool works on this machine, by running a tiny probe through the process seam.
 
@@ -276,14 +397,17 @@ def detect_isolation(preferred: Isolation = "auto") -> Literal["bwrap", "unshare
     """
     candidates: list[Literal["bwrap", "unshare"]] = ["bwrap", "unshare"] if preferred == "auto" else (
         [preferred] if preferred in ("bwrap", "unshare") else [])
+    drop = drop_privileges_argv()
+    if drop and process.which("setpriv") is None:
+        return None  # root must not map to root inside: see _choose_mechanism's message
     for tool in candidates:
         if process.which(tool) is None:
             continue
         if tool == "bwrap":
-            argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--uid", "0", "--gid", "0",
-                    "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+            argv = [*drop, "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--uid", "0", "--gid", "0",
+                    *_bwrap_system_args(), "--proc", "/proc", "--dev", "/dev", "true"]
         else:
-            argv = ["unshare", "--user", "--map-root-user", "--pid", "--net", "--mount", "--fork", "true"]
+            argv = [*drop, "unshare", "--user", "--map-root-user", "--pid", "--net", "--mount", "--fork", "true"]
         try:
             probe = process.run(argv, timeout=10.0)
         except (AgentUnitError, OSError) as exc:  # timed out, or not runnable after all
@@ -372,6 +496,11 @@ class LocalSandbox(Sandbox):
         allow_unisolated: run commands directly on the host when no isolation works. Only
             for trusted agents on throwaway machines: nothing protects the host then.
         pids_limit: the most processes the sandbox may have at once.
+        runaway_budget: most processes one shell command may leave running; when what it left
+            keeps forking past this (a fork bomb), all of it is killed once the command returns
+            or times out, so the next command can run. A few deliberate background jobs survive.
+        network: share the host's network namespace (and its resolv.conf) instead of an empty
+            one. Off by default: opt in only for tasks that must reach the network.
         workdir: the shell's and ``run()``'s initial directory.
         env: extra environment variables for the shell and ``run()``.
         temp_dir: where the private dirs are created (default: the system temp dir).
@@ -385,7 +514,9 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, *, isolation: Isolation = "auto", allow_unisolated: bool = False, pids_limit: int = 512,
                  workdir: str = "/root", env: Mapping[str, str] | None = None, temp_dir: str | None = None,
-                 warm_spare: bool = True) -> None:
+                 warm_spare: bool = True, runaway_budget: int = 32, network: bool = False) -> None:
+        if runaway_budget < 1:
+            raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}.")
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ConfigError(f"isolation must be 'auto', 'bwrap', 'unshare' or 'none', got {isolation!r}.")
         if isolation == "none" and not allow_unisolated:
@@ -398,12 +529,17 @@ class LocalSandbox(Sandbox):
         self.isolation_requested: Isolation = isolation
         self.allow_unisolated = allow_unisolated
         self.pids_limit = pids_limit
+        self.runaway_budget = runaway_budget
+        self.network = network
         self.workdir = workdir
         self.warm_spare = warm_spare
         self._env = {**_DEFAULT_ENV, **(env or {})}
         self._temp_parent = temp_dir
         self.mechanism: Literal["bwrap", "unshare", "none"] | None = None
         """The isolation in use once started."""
+        self._layout = system_layout()
+        self._owner_uid: int | None = ROOT_CALLER_UID if os.geteuid() == 0 and isolation != "none" else None
+        """The host uid behind root inside, when the sandbox's files must be given to it (root callers)."""
         self._root: Path | None = None  # our temp dir: one sub-dir per box
         self._cgroup: _PidsCgroup | None = None
         self._prlimit: str | None = None
@@ -433,14 +569,27 @@ class LocalSandbox(Sandbox):
             return
         if self.mechanism is None:
             self.mechanism = self._choose_mechanism()
+            if self.mechanism == "none":
+                self._owner_uid = None
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="agentunit-gym-local-", dir=self._temp_parent))
+            parent = Path(self._temp_parent or tempfile.gettempdir())
+            if self._owner_uid is not None:
+                _check_traversable(parent, self._owner_uid)
+            self._root = Path(tempfile.mkdtemp(prefix="agentunit-gym-local-", dir=parent))
+            if self.mechanism != "none":
+                build_etc(self._root / "etc")  # the template each box's /etc is copied from
+                if self.network:  # the host's resolver settings, for names to resolve
+                    with contextlib.suppress(OSError):
+                        shutil.copyfile("/etc/resolv.conf", self._root / "etc" / "resolv.conf")
+                if self._owner_uid is not None:
+                    _chown_tree(self._root, self._owner_uid)
             self._cgroup = _PidsCgroup.create(self.pids_limit)
             self._prlimit = process.which("prlimit") if self._cgroup is None else None
-            if self._cgroup is None and (os.geteuid() == 0 or self._prlimit is None):
+            root_unbound = os.geteuid() == 0 and self._owner_uid is None  # unisolated root
+            if self._cgroup is None and (root_unbound or self._prlimit is None):
                 logger.warning("local sandbox: no writable pids cgroup and %s, so no process limit applies; "
                                "commands still time out.",
-                               "running as root (RLIMIT_NPROC does not bind root)" if os.geteuid() == 0
+                               "running as root (RLIMIT_NPROC does not bind root)" if root_unbound
                                else "no `prlimit` (util-linux) to set RLIMIT_NPROC")
         self._box = self._take_spare() or self._make_box()
         self._launch_spare()
@@ -494,11 +643,14 @@ class LocalSandbox(Sandbox):
     def _choose_mechanism(self) -> Literal["bwrap", "unshare", "none"]:
         if self.isolation_requested == "none":
             return "none"
-        found = detect_isolation(self.isolation_requested)
-        missing = [tool for tool in ("nsenter", "setsid") if process.which(tool) is None]
-        if found is not None and missing:
+        tools = ("nsenter", "setsid", *(["setpriv"] if drop_privileges_argv() else []))
+        missing = [tool for tool in tools if process.which(tool) is None]
+        if missing and not self.allow_unisolated:
             raise IsolationError(f"the local sandbox needs {' and '.join(missing)} (util-linux) to enter its "
-                                 "namespaces; install util-linux, or use backend='docker'.")
+                                 "namespaces" + (" and, as root, to map root inside to an unprivileged host uid"
+                                                 if "setpriv" in missing else "")
+                                 + "; install util-linux, or use backend='docker'.")
+        found = detect_isolation(self.isolation_requested) if not missing else None
         if found is not None:
             return found
         if self.allow_unisolated:
@@ -546,11 +698,7 @@ class LocalSandbox(Sandbox):
         assert self._root is not None
         box = _Box(Path(tempfile.mkdtemp(prefix="box-", dir=self._root)))
         try:
-            (box.dir / "root").mkdir()  # the new root's mount point (unshare path)
-            for d in WRITABLE_DIRS:
-                host = box.writable(d)
-                host.mkdir(parents=True)
-                os.chmod(host, _DIR_MODES.get(d, 0o755))
+            self._populate(box)
             if self.mechanism != "none":
                 try:
                     self._start_holder(box)
@@ -571,6 +719,32 @@ class LocalSandbox(Sandbox):
             raise
         return box
 
+    def _populate(self, box: _Box) -> None:
+        """The box's fresh writable dirs: /etc from the template, a /var skeleton, the rest empty."""
+        (box.dir / "root").mkdir()  # the new root's mount point (unshare path)
+        (box.dir / "w").mkdir()
+        for d in WRITABLE_DIRS:
+            host = box.writable(d)
+            if d == "/etc" and self.mechanism != "none":
+                assert self._root is not None
+                template = self._root / "etc"
+                shutil.copytree(template, host, symlinks=True, ignore=_ignore_etc_read_only(template))
+                for rel in ETC_READ_ONLY:  # mount points for the read-only binds
+                    if (template / rel).is_dir():
+                        (host / rel).mkdir(parents=True, exist_ok=True)
+            else:
+                host.mkdir()
+            os.chmod(host, _DIR_MODES.get(d, 0o755))
+        for rel, what in _SKELETON:
+            host = box.dir / "w" / rel
+            if isinstance(what, str):
+                host.symlink_to(what)
+            else:
+                host.mkdir(exist_ok=True)
+                os.chmod(host, what)
+        if self._owner_uid is not None:
+            _chown_tree(box.dir, self._owner_uid)
+
     def _current(self) -> _Box:
         self.start()
         assert self._box is not None
@@ -589,6 +763,8 @@ class LocalSandbox(Sandbox):
         by a tiny exec wrapper rather than ``preexec_fn``, which would cost a full fork of
         this process (~2 ms more per process).
         """
+        if self.mechanism != "none":
+            argv = [*drop_privileges_argv(), *argv]
         if self._cgroup is not None:
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cgroup.procs_file, *argv]
         elif in_sandbox and self._prlimit is not None:
@@ -599,17 +775,27 @@ class LocalSandbox(Sandbox):
         except OSError as exc:
             raise BackendError(f"could not start {argv[0]!r} for the local sandbox: {exc}") from exc
 
+    def _etc_read_only(self) -> list[tuple[str, Path]]:
+        """(path under /etc, template dir) of the template trees bound read-only into each box."""
+        assert self._root is not None
+        return [(rel, self._root / "etc" / rel) for rel in ETC_READ_ONLY if (self._root / "etc" / rel).is_dir()]
+
     def _holder_argv(self, box: _Box) -> list[str]:
         if self.mechanism == "bwrap":
-            argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                    "--unshare-uts", "--unshare-cgroup-try", "--uid", "0", "--gid", "0",
-                    "--hostname", "sandbox", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+            argv = ["bwrap", "--unshare-user", "--unshare-pid", *([] if self.network else ["--unshare-net"]),
+                    "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--uid", "0", "--gid", "0",
+                    "--hostname", "sandbox", *_bwrap_system_args(), "--proc", "/proc", "--dev", "/dev"]
             for d in WRITABLE_DIRS:
                 argv += ["--bind", str(box.writable(d)), d]
-            return argv + ["--chdir", "/", "/bin/sh", "-c", _HOLDER]
-        return ["unshare", "--user", "--map-root-user", "--pid", "--net", "--mount", "--ipc", "--uts",
-                "--fork", "--kill-child", "--propagation", "private", "/bin/sh", "-c", _UNSHARE_SETUP,
-                "setup", str(box.dir / "root"), str(box.dir / "w")]
+            for rel, template in self._etc_read_only():
+                argv += ["--ro-bind", str(template), f"/etc/{rel}"]
+            return argv + ["--remount-ro", "/", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
+        specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
+        specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
+        return ["unshare", "--user", "--map-root-user", "--pid", *([] if self.network else ["--net"]), "--mount",
+                "--ipc", "--uts",
+                "--fork", "--kill-child", "--propagation", "private", "/bin/bash", "-c", _setup_script(),
+                "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
 
     def _start_holder(self, box: _Box) -> None:
         holder = self._spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -663,8 +849,9 @@ class LocalSandbox(Sandbox):
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
         assert box.ns_pid is not None
-        return ["nsenter", "-t", str(box.ns_pid), "-U", "-m", "-p", "-n", "-i", "-u", "-r",
-                f"--wd={self._workdir_in(box)}", "--preserve-credentials", "--", *argv]
+        # With network=True the sandbox is in the host's network namespace, which we may not enter.
+        return ["nsenter", "-t", str(box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
+                "--preserve-credentials", "--", "/usr/bin/env", f"--chdir={self._workdir_in(box)}", *argv]
 
     def _workdir_in(self, box: _Box) -> str:
         return str(box.writable("/root")) if self.mechanism == "none" else self.workdir
@@ -784,6 +971,7 @@ class LocalSandbox(Sandbox):
         if shell.pending:
             capture.add(bytes(shell.pending))
             shell.pending.clear()
+        before = self._ns_pids(box)
         try:
             self._send(shell, command)
         except OSError:  # broken pipe: the shell is gone
@@ -791,6 +979,7 @@ class LocalSandbox(Sandbox):
             return self._shell_died(box, capture, started, timed_out=False)
         status = self._read_sentinel(shell, shell.marker, capture, started + timeout)
         if status is not None:
+            self._contain_runaways(box, before, capture)
             return capture.result(status, False, started)
         if shell.eof:
             return self._shell_died(box, capture, started, timed_out=False)
@@ -806,7 +995,64 @@ class LocalSandbox(Sandbox):
                 raise self._died_error()
             box.shell = self._start_shell(box)
             capture.add(b"\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]")
+        else:
+            self._contain_runaways(box, before, capture)
         return capture.result(None, True, started)
+
+    def _ns_pids(self, box: _Box) -> set[int]:
+        """The pids of the box's pid namespace, as its own /proc lists them (empty when unisolated)."""
+        if self.mechanism == "none" or box.ns_pid is None:
+            return set()
+        try:
+            return {int(entry) for entry in os.listdir(f"/proc/{box.ns_pid}/root/proc") if entry.isdigit()}
+        except OSError:
+            return set()
+
+    def _contain_runaways(self, box: _Box, before: set[int], capture: _Capture) -> None:
+        """Kill what the last command left running when it is a flood (``runaway_budget``).
+
+        What the command left (processes of the box's pid namespace not in ``before``) is
+        watched while it grows: a fork bomb doubles every few ms, a server started with ``&``
+        stays put. Past the budget, or with the pids limit nearly reached, every process the
+        command created is killed, in rounds until none is left, and the output says so.
+        """
+        if self.mechanism == "none" or not before:
+            return
+        deadline = time.monotonic() + _RUNAWAY_WATCH_S
+        seen = 0
+        while True:
+            new = self._ns_pids(box) - before
+            if not new:
+                return
+            if len(new) > self.runaway_budget or len(new) + len(before) >= self.pids_limit * 9 // 10:
+                break
+            if len(new) <= seen or time.monotonic() > deadline:
+                return  # stable (or slow): a deliberate background job
+            seen = len(new)
+            time.sleep(0.01)
+        assert box.ns_pid is not None
+        try:
+            ns = os.stat(f"/proc/{box.ns_pid}/ns/pid").st_ino
+        except OSError:
+            return
+        shell_group = box.shell.proc.pid if box.shell is not None else -1
+        killed: set[int] = set()
+        end = time.monotonic() + _KILL_TIMEOUT_S
+        while time.monotonic() < end:
+            targets = [pid for pid in _pids_in_namespace(ns)
+                       if _inner_pid(pid) not in before and (_proc_stat_fields(pid) or [b"Z"])[0] != b"Z"]
+            if not targets:
+                break
+            for pid in targets:
+                st = _read_proc_stat(pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if st is not None and st[0] not in (shell_group, *_children_ints(shell_group)):
+                        os.killpg(st[0], signal.SIGKILL)  # the whole group at once: it stops forking
+                    os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.002)
+        capture.add(f"\n[{len(killed)} processes this command left running were killed: more than "
+                    f"{self.runaway_budget} were still forking]\n".encode())
 
     @staticmethod
     def _send(shell: _Shell, command: str) -> None:
@@ -1013,10 +1259,10 @@ class LocalSandbox(Sandbox):
                     done.pop()
                 continue
             current = "/" + "/".join([*done, part])
-            host = box.map_writable(current)
-            if host is None and current.startswith(_SANDBOX_ONLY_PREFIXES):
-                return "/" + "/".join([*done, part, *todo])  # private mounts: not resolved here
-            host = host if host is not None else Path(current)
+            host = self._host_view(box, current)
+            if host is None:
+                # Private mounts (/proc, /dev) or nothing at all: not resolved from out here.
+                return "/" + "/".join([*done, part, *todo])
             if host.is_symlink():
                 hops += 1
                 if hops > 40:
@@ -1040,8 +1286,7 @@ class LocalSandbox(Sandbox):
         box = self._current()
         resolved, host = self._locate(box, path)
         if self.mechanism != "none":
-            if host is None and not resolved.startswith(_SANDBOX_ONLY_PREFIXES):
-                host = Path(resolved)  # the read-only host root looks the same from inside
+            host = self._host_view(box, resolved)
             if host is None:
                 return self._read_inside(resolved, max_bytes)
         assert host is not None
@@ -1050,6 +1295,17 @@ class LocalSandbox(Sandbox):
         if len(data) > max_bytes:
             raise BackendError(f"{path} is larger than max_bytes={max_bytes}; pass a larger max_bytes to read it.")
         return data
+
+    def _host_view(self, box: _Box, sandbox_path: str) -> Path | None:
+        """The host file the sandbox sees at a normalised ``sandbox_path`` (its writable dirs and the
+        read-only system dirs), or None for anything else (private mounts, or nothing)."""
+        writable = box.map_writable(sandbox_path)
+        if writable is not None:
+            return writable
+        for path, link in self._layout:
+            if sandbox_path == path or (link is None and sandbox_path.startswith(path + "/")):
+                return Path(sandbox_path)
+        return None
 
     def _locate(self, box: _Box, path: str) -> tuple[str, Path | None]:
         """``path`` as the sandbox resolves it, and the host file behind it when it is in a
@@ -1087,16 +1343,22 @@ class LocalSandbox(Sandbox):
                 raise BackendError(
                     f"the local sandbox cannot write {path!r}" + (f" (resolves to {resolved!r})" if resolved != path
                                                                  else "")
-                    + f": only {', '.join(WRITABLE_DIRS)} are writable, the rest is the host's read-only root. "
+                    + f": only {', '.join(WRITABLE_DIRS)} are writable, the rest is read-only. "
                     "Tasks that change other paths need backend 'docker' (list only 'docker' in the task's backends).")
         assert host is not None
+        missing = [parent for parent in host.parents if not parent.exists()]
         host.parent.mkdir(parents=True, exist_ok=True)
+        if self._owner_uid is not None:  # what we create belongs to root inside
+            for parent in missing:
+                os.lchown(parent, self._owner_uid, self._owner_uid)
         # Replace atomically, and never follow a symlink planted at the final name.
         tmp = host.parent / f".agentunit-gym-{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+            if self._owner_uid is not None:
+                os.chown(tmp, self._owner_uid, self._owner_uid)
             os.chmod(tmp, stat.S_IMODE(mode))
             os.replace(tmp, host)
         except BaseException:

@@ -99,6 +99,78 @@ _CLIENT_ERROR_CODES = range(2000, 3000)
 _DEFAULT_IMAGE = "mariadb"
 """Name of the project's image directory (``agentunit_gym/images/mariadb``)."""
 
+# -- MySQL 8's dialect --------------------------------------------------------------------------
+# AgentBench grades its DB items on the official mysql:8 image started with no sql_mode or
+# collation option, so its sessions run MySQL 8.0's defaults. Every session we open (the
+# agent's and the admin one that replays reference SQL and hashes tables) is set to those,
+# on our MariaDB container and on any server reached by DSN. See docs/sql-backends.md.
+
+MYSQL8_SQL_MODE = ("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+                   "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")
+"""MySQL 8.0's default ``sql_mode``."""
+MARIADB_SQL_MODE = ",".join(mode for mode in MYSQL8_SQL_MODE.split(",") if mode != "STRICT_TRANS_TABLES")
+"""MySQL 8.0's modes less strict mode, for MariaDB. MySQL converts a TEXT value to a number
+silently (``WHERE No = 16`` over rows holding text), MariaDB with a 1292 warning that strict
+mode turns into an error in UPDATE and DELETE; without strict mode the statement runs as on
+MySQL 8. The cost, documented: values MySQL 8 rejects in a data change (1/0, a too long
+value) are stored as NULL or cut, with a warning."""
+MYSQL8_COLLATION = "utf8mb4_0900_ai_ci"
+"""MySQL 8.0's default utf8mb4 collation: UCA 9.0, accent and case insensitive, NO PAD."""
+MARIADB_COLLATION = "utf8mb4_uca1400_nopad_ai_ci"
+"""The closest MariaDB (10.10+) has: UCA 14.0, accent and case insensitive, NO PAD."""
+MYSQL8_GROUP_CONCAT_MAX_LEN = 1024
+"""MySQL 8.0's default (MariaDB's is 1 MiB): a longer GROUP_CONCAT result is cut there."""
+_ER_UNKNOWN_COLLATION = 1273
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The session settings that make a server behave as AgentBench's MySQL 8."""
+
+    sql_mode: str
+    collation: str | None
+    """None when the server has no collation close to MySQL 8's (it keeps its own)."""
+
+    def session_statements(self) -> list[str]:
+        """The statements that set a fresh session up."""
+        statements = [f"SET SESSION sql_mode = '{self.sql_mode}'",
+                      f"SET SESSION group_concat_max_len = {MYSQL8_GROUP_CONCAT_MAX_LEN}"]
+        if self.collation is not None:
+            statements.append(f"SET NAMES utf8mb4 COLLATE {self.collation}")
+        return statements
+
+    @property
+    def database_options(self) -> str:
+        """``CREATE DATABASE`` options: tables created in it take their collation from it."""
+        return "CHARACTER SET utf8mb4" + (f" COLLATE {self.collation}" if self.collation else "")
+
+
+def _pick_dialect(conn: Any, flavor: str) -> Dialect:
+    """MySQL 8's settings as far as the server supports them (probed on ``conn``, then set on it).
+
+    Raises:
+        pymysql.err.MySQLError: the server refused a setting other than an unknown collation.
+    """
+    pymysql = _pymysql()
+    sql_mode = MARIADB_SQL_MODE if flavor == "mariadb" else MYSQL8_SQL_MODE
+    collation: str | None = MARIADB_COLLATION if flavor == "mariadb" else MYSQL8_COLLATION
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SET NAMES utf8mb4 COLLATE {collation}")
+        except pymysql.err.MySQLError as exc:
+            if _error_code(exc) != _ER_UNKNOWN_COLLATION:
+                raise
+            collation = None  # an older server (MariaDB < 10.10, MySQL 5.7): its own default
+    dialect = Dialect(sql_mode, collation)
+    _apply_dialect(conn, dialect)
+    return dialect
+
+
+def _apply_dialect(conn: Any, dialect: Dialect) -> None:
+    with conn.cursor() as cur:
+        for statement in dialect.session_statements():
+            cur.execute(statement)
+
 
 def _pymysql() -> Any:
     try:
@@ -628,7 +700,7 @@ class MySQLEpisode(EpisodeDatabase):
             _close_quietly(self._session.conn)
         self._session = None
         try:
-            self._session = _Session(connect(self._params, database=self.name), self._backend.flavor)
+            self._session = _Session(self._backend._agent_connection(self._params, self.name), self._backend.flavor)
         except BackendUnavailableError as again:
             self._lost = str(again)
             raise BackendError(f"episode {self.name!r} cannot reconnect after its connection was killed: "
@@ -746,6 +818,7 @@ class MySQLBackend(SQLBackend):
         self._admin_db: str | None = None
         self.flavor = "mariadb"
         self.server_version = ""
+        self.dialect = Dialect(MARIADB_SQL_MODE, None)
         self._params = self._server.start()
         self._killer = _Killer(self._params)
         try:
@@ -767,6 +840,21 @@ class MySQLBackend(SQLBackend):
             cur.execute("SELECT VERSION()")
             self.server_version = str(cur.fetchone()[0])
         self.flavor = "mariadb" if "mariadb" in self.server_version.lower() else "mysql"
+        self.dialect = _pick_dialect(self._admin, self.flavor)
+
+    def _agent_connection(self, params: ConnectParams, database: str) -> Any:
+        """A connection for an episode's user, set up as MySQL 8's sessions are (:class:`Dialect`).
+
+        Raises:
+            BackendUnavailableError: the login failed, or the server refused the settings.
+        """
+        conn = connect(params, database=database)
+        try:
+            _apply_dialect(conn, self.dialect)
+        except _pymysql().err.MySQLError as exc:
+            _close_quietly(conn)
+            raise BackendUnavailableError(f"setting up the session of {params.user!r} failed: {exc}") from exc
+        return conn
 
     def _mark_dead(self) -> None:
         self._dead = True
@@ -854,7 +942,7 @@ class MySQLBackend(SQLBackend):
                     cur.execute("SET SESSION " + ("max_statement_time = 0" if self.flavor == "mariadb"
                                                   else "max_execution_time = 0"))
                     try:
-                        cur.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+                        cur.execute(f"CREATE DATABASE {db} {self.dialect.database_options}")
                     except pymysql.err.MySQLError as exc:
                         if _error_code(exc) == _ER_DB_CREATE_EXISTS:
                             raise BackendError(
@@ -864,15 +952,18 @@ class MySQLBackend(SQLBackend):
                             ) from exc
                         raise
                     created_db = True
+                    # Strict while loading: the task's rows go in exactly or the task is refused.
+                    cur.execute(f"SET SESSION sql_mode = '{MYSQL8_SQL_MODE}'")
                     for table in tables:
                         self._create_table(cur, name, table)
+                    cur.execute(f"SET SESSION sql_mode = '{self.dialect.sql_mode}'")
                     # Inlined, not a %s parameter: the account's host may be '%', which
                     # pymysql's formatting would read as a placeholder. The password is hex.
                     cur.execute(f"CREATE USER {account} IDENTIFIED BY '{password}'")
                     created_user = True
                     pattern = quote_mysql_identifier(_grant_pattern(name))
                     cur.execute(f"GRANT ALL PRIVILEGES ON {pattern}.* TO {account}")
-                conn = connect(replace(self._params, user=user, password=password), database=name)
+                conn = self._agent_connection(replace(self._params, user=user, password=password), name)
             except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
                 self._undo(name, account, created_db, created_user)
                 if isinstance(exc, pymysql.err.MySQLError) and not _is_connection_error(exc):
@@ -901,6 +992,7 @@ class MySQLBackend(SQLBackend):
         pymysql = _pymysql()
         try:
             with self._admin.cursor() as cur:
+                cur.execute(f"SET SESSION sql_mode = '{self.dialect.sql_mode}'")  # loading may have failed strict
                 if created_user:
                     cur.execute(f"DROP USER IF EXISTS {account}")
                 if created_db:
@@ -951,7 +1043,7 @@ class MySQLBackend(SQLBackend):
                 finally:
                     if group_concat_max_len is not None and self._admin.open:
                         with self._admin.cursor() as cur:
-                            cur.execute("SET SESSION group_concat_max_len = @@global.group_concat_max_len")
+                            cur.execute(f"SET SESSION group_concat_max_len = {MYSQL8_GROUP_CONCAT_MAX_LEN}")
             except pymysql.err.MySQLError as exc:
                 if not _is_connection_error(exc):
                     raise BackendError(f"admin query on episode {episode.name!r} failed: {exc}") from exc

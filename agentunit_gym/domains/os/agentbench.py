@@ -14,11 +14,14 @@ split's scripts folder when they run.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentunit_gym.domains.os.task import OSTask
+from pydantic import ValidationError
+
+from agentunit_gym.domains.os.task import OSTask, Script
 from agentunit_gym.errors import ConfigError, TaskFileError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, parse_tasks, read_task_text
 
@@ -168,11 +171,39 @@ def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, 
         task["start"] = _script(item["start"])
     if isinstance(evaluation, dict):
         match = task["evaluation"].get("match")
-        # The oracle can only replay a known answer; check tasks compute theirs at run time.
         answer = match.get("answer") if isinstance(match, dict) else match
         if isinstance(answer, str):
             task["reference_solution"] = [{"answer": answer}]
+        elif task["evaluation"].get("check") is not None and task["evaluation"].get("example") is not None:
+            task["reference_solution"] = _replay_example(task["evaluation"], script_dir, task_id, source)
     return task
+
+
+def _replay_example(evaluation: dict[str, Any], script_dir: Path | str, task_id: str,
+                    source: str) -> list[dict[str, Any]]:
+    """The reference of a check item, as AgentBench grades it: run the example script (its
+    gold solution) in the agent's shell; answer with its output when the check compares
+    the answer with the example's output (a script follows a ``null`` entry), else finish.
+
+    The example runs in a child process of the agent's shell (``bash -c`` / ``python3 -c``,
+    stdin closed), as AgentBench runs it for the check, so an ``exit`` in it cannot end the
+    shell; it still sees the shell's user, directory and environment.
+
+    Raises:
+        TaskFileError: the example is not a script object, or its file cannot be read.
+    """
+    try:
+        example = Script.model_validate(evaluation["example"])
+    except ValidationError as exc:
+        raise TaskFileError(source, f"the example script is not valid ({exc.errors()[0]['msg']}).",
+                            task_id=task_id, field="evaluation.example") from exc
+    code = example.source(str(script_dir))
+    runner = "python3" if example.language == "python" else "bash"
+    steps: list[dict[str, Any]] = [{"bash": f"{runner} -c {shlex.quote(code)} < /dev/null"}]
+    check = evaluation["check"]
+    compares_output = any(entry is None for entry in check[:-1])
+    steps.append({"tool": "answer", "from_output": True} if compares_output else {"tool": "finish"})
+    return steps
 
 
 def _script(script: Any) -> Any:

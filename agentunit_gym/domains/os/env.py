@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
@@ -275,6 +276,9 @@ class OSEnv(AgentEnv[OSTask]):
             return "Think: the task is done.\nAct: finish"
         raise ConfigError(f"the OS env has no tool {tool!r}.")
 
+    def _output_reader(self) -> Callable[[str], str]:
+        return shown_output
+
     def admin_run(self, command: str) -> Execution:
         """Run a root bash command in the sandbox, outside the agent's shell; not a step.
 
@@ -291,6 +295,29 @@ class OSEnv(AgentEnv[OSTask]):
         sandbox = getattr(self, "sandbox", None)  # absent when the constructor failed
         if self._owns_sandbox and sandbox is not None:
             sandbox.close()
+
+
+_EMPTY_OUTPUT = "The output of the OS is empty."
+_OUTPUT_HEAD = "The output of the OS:\n\n"
+_NOTE = re.compile(r"\n\[(?:output truncated: [^\n]*|command timed out after [^\n]*|exit code -?\d+)\]$")
+
+
+def shown_output(observation: str) -> str:
+    """The command output an observation of this env shows, without our framing, our notes
+    and trailing newlines.
+
+    What an agent reading the observation would answer with; the oracle uses it for
+    reference answers taken from a command's output (output past the observation limit is
+    not shown, so not returned either).
+    """
+    if observation == _EMPTY_OUTPUT or not observation.startswith(_OUTPUT_HEAD):
+        return ""
+    text = observation[len(_OUTPUT_HEAD):]
+    while True:
+        note = _NOTE.search(text)
+        if note is None:
+            return text.rstrip("\n")
+        text = text[: note.start()]
 
 
 def _status(result: ExecResult) -> str:

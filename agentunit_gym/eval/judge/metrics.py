@@ -2,12 +2,16 @@
 judge agrees with the env's own check.
 
 - ``goal_fidelity``: the mean over judged episodes of the judge's 0-1 score (AgentUnit's
-  F_goal), with a bootstrap interval over episodes.
+  F_goal), with a bootstrap interval.
 - ``criterion:<domain>/<category>/<name>``: the mean over that set's judged episodes of the
   criterion's 0-1 score (the accepted value's position, worst 0, best 1), bootstrap interval.
 - ``judge_agreement``: the share of judged episodes whose judged ``achieved`` equals the env's
   ``score.success``, with a Wilson interval; ``judged_coverage``: the share of episodes the
   judge answered for (unjudged ones are never scored).
+
+Intervals come from :mod:`agentunit_gym.eval.stats` as the catalog's do: when a task was
+repeated, its episodes are resampled together (a cluster bootstrap; ``rate_interval`` then
+replaces the Wilson interval). ``compare`` pairs two runs by task when they share tasks.
 """
 
 from __future__ import annotations
@@ -20,32 +24,46 @@ import numpy as np
 
 from agentunit_gym.eval.judge.run import JudgedEpisode, read_criteria, read_judged
 from agentunit_gym.eval.metrics import MetricValue
-from agentunit_gym.eval.stats import bootstrap, wilson
+from agentunit_gym.eval.stats import bootstrap, difference_draws, percentile_interval, rate_interval
 
 GROUP = "judge"
 
 
-def _mean_metric(name: str, values: list[float], seed: int) -> MetricValue:
+Values = list[tuple[str, float]]
+"""(task, value) per episode: the task (``env|task_id``) is the cluster of its repeats."""
+
+
+def task_of(key: str) -> str:
+    """The task of an episode key ``env|task_id|run``."""
+    return key.rsplit("|", 1)[0]
+
+
+def _mean_metric(name: str, values: Values, seed: int) -> MetricValue:
     if not values:
         return MetricValue(name, GROUP, None, None, 0, "share", True)
-    return MetricValue(name, GROUP, float(np.mean(values)), bootstrap(values, seed=seed), len(values), "share", True)
+    numbers = [v for _, v in values]
+    interval = bootstrap(numbers, clusters=[t for t, _ in values], seed=seed)
+    return MetricValue(name, GROUP, float(np.mean(numbers)), interval, len(values), "share", True)
 
 
-def _rate_metric(name: str, hits: int, n: int) -> MetricValue:
-    if n == 0:
+def _rate_metric(name: str, hits: Values, seed: int) -> MetricValue:
+    if not hits:
         return MetricValue(name, GROUP, None, None, 0, "share", True)
-    return MetricValue(name, GROUP, hits / n, wilson(hits, n), n, "share", True)
+    outcomes = [bool(v) for _, v in hits]
+    interval = rate_interval(outcomes, [t for t, _ in hits], seed=seed)
+    return MetricValue(name, GROUP, sum(outcomes) / len(outcomes), interval, len(outcomes), "share", True)
 
 
-def judged_values(lines: list[JudgedEpisode]) -> dict[str, list[float]]:
-    """Per judged metric, the per-episode values (the units the intervals and ``compare`` resample)."""
-    out: dict[str, list[float]] = {"goal_fidelity": []}
+def judged_values(lines: list[JudgedEpisode]) -> dict[str, Values]:
+    """Per judged metric, the per-episode values with their task (what intervals and ``compare`` resample)."""
+    out: dict[str, Values] = {"goal_fidelity": []}
     for line in lines:
         if line.status != "judged" or line.goal_fidelity is None:
             continue
-        out["goal_fidelity"].append(line.goal_fidelity)
+        task = task_of(line.key)
+        out["goal_fidelity"].append((task, line.goal_fidelity))
         for name, score in line.scores.items():
-            out.setdefault(f"criterion:{line.criteria_set}/{name}", []).append(score)
+            out.setdefault(f"criterion:{line.criteria_set}/{name}", []).append((task, score))
     return out
 
 
@@ -69,9 +87,12 @@ def judged_block(run_dir: Path, keys: set[str] | None = None, *, seed: int = 0) 
     judged = [x for x in lines if x.status == "judged"]
     metrics = {name: _mean_metric(name, values, seed) for name, values in judged_values(lines).items()}
     agree = sum(1 for x in judged if x.achieved == x.success)
-    metrics["judge_agreement"] = _rate_metric("judge_agreement", agree, len(judged))
+    metrics["judge_agreement"] = _rate_metric(
+        "judge_agreement", [(task_of(x.key), float(x.achieved == x.success)) for x in judged], seed)
     total = len(keys) if keys is not None else len(lines)
-    metrics["judged_coverage"] = _rate_metric("judged_coverage", len(judged), total)
+    covered = {x.key for x in judged}
+    metrics["judged_coverage"] = _rate_metric(
+        "judged_coverage", [(task_of(k), float(k in covered)) for k in sorted(keys or {x.key for x in lines})], seed)
     agreement = metrics["judge_agreement"].to_dict()
     agreement.update({
         "agree": agree,
@@ -81,11 +102,10 @@ def judged_block(run_dir: Path, keys: set[str] | None = None, *, seed: int = 0) 
     per_domain: dict[str, Any] = {}
     for domain in sorted({x.domain for x in lines}):
         subset = [x for x in lines if x.domain == domain]
-        d_judged = [x for x in subset if x.status == "judged"]
+        d_hits = [(task_of(x.key), float(x.achieved == x.success)) for x in subset if x.status == "judged"]
         per_domain[domain] = {
             "goal_fidelity": _mean_metric("goal_fidelity", judged_values(subset)["goal_fidelity"], seed).to_dict(),
-            "judge_agreement": _rate_metric("judge_agreement", sum(1 for x in d_judged if x.achieved == x.success),
-                                            len(d_judged)).to_dict(),
+            "judge_agreement": _rate_metric("judge_agreement", d_hits, seed).to_dict(),
         }
     return {
         "judge": stored.get("judge"),
@@ -105,28 +125,47 @@ def judged_block(run_dir: Path, keys: set[str] | None = None, *, seed: int = 0) 
     }
 
 
+def _task_sums(values: Values, tasks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    index = {t: i for i, t in enumerate(tasks)}
+    num, den = np.zeros(len(tasks)), np.zeros(len(tasks))
+    for task, value in values:
+        if task in index:
+            num[index[task]] += value
+            den[index[task]] += 1.0
+    return num, den
+
+
 def judged_comparisons(run_a: Path, run_b: Path, *, seed: int = 0, resamples: int = 2000) -> list[Any]:
-    """``compare``'s rows for the judged metrics both runs have: a bootstrap of the difference of
-    means, each run's episodes resampled independently (as the catalog's episode metrics are)."""
+    """``compare``'s rows for the judged metrics: a bootstrap of the difference of means, paired by
+    task over the tasks both runs judged (as ``compare`` pairs the catalog), unpaired when they
+    share none. Empty when neither run was judged."""
     from agentunit_gym.eval.compare import Comparison
 
     lines_a, lines_b = current_lines(run_a), current_lines(run_b)
     if not lines_a and not lines_b:
         return []
     va, vb = judged_values(lines_a), judged_values(lines_b)
-    rng = np.random.default_rng(seed)
     out: list[Comparison] = []
     for name in sorted(set(va) | set(vb)):
         a, b = va.get(name) or [], vb.get(name) or []
-        mean_a = float(np.mean(a)) if a else None
-        mean_b = float(np.mean(b)) if b else None
+        shared = sorted({t for t, _ in a} & {t for t, _ in b})
+        if shared:
+            a = [(t, v) for t, v in a if t in set(shared)]
+            b = [(t, v) for t, v in b if t in set(shared)]
+        mean_a = float(np.mean([v for _, v in a])) if a else None
+        mean_b = float(np.mean([v for _, v in b])) if b else None
         low = high = None
+        method = ""
         if a and b:
-            xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-            diffs = (xb[rng.integers(0, xb.size, size=(resamples, xb.size))].mean(axis=1)
-                     - xa[rng.integers(0, xa.size, size=(resamples, xa.size))].mean(axis=1))
-            low, high = (float(x) for x in np.percentile(diffs, [2.5, 97.5]))
-        out.append(Comparison(name, GROUP, "share", mean_a, mean_b, low, high, True))
+            paired = bool(shared)
+            tasks_a = shared or sorted({t for t, _ in a})
+            tasks_b = shared or sorted({t for t, _ in b})
+            draws = difference_draws(_task_sums(a, tasks_a), _task_sums(b, tasks_b), paired=paired,
+                                     rng=np.random.default_rng(seed), resamples=resamples)
+            method = "paired_bootstrap" if paired else "unpaired_bootstrap"
+            interval = percentile_interval(draws, method)
+            low, high = interval.low, interval.high
+        out.append(Comparison(name, GROUP, "share", mean_a, mean_b, low, high, True, method=method))
     return out
 
 

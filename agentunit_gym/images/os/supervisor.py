@@ -56,6 +56,15 @@ AGENT_ENV = {
 
 libc = ctypes.CDLL(None, use_errno=True)
 TMPFS_SIZE = os.environ.get("AU_TMPFS_SIZE", "1g")
+PIDS_LIMIT = int(os.environ.get("AU_PIDS_LIMIT", "256"))
+NETWORK = os.environ.get("AU_NETWORK") == "1"
+"""With a network, the agent's /etc gets Docker's resolv.conf, hosts and hostname (the
+overlay shows the image's files, not the ones Docker mounts over them)."""
+RUNAWAY_BUDGET = int(os.environ.get("AU_RUNAWAY_BUDGET", "32"))
+"""How many processes one command may leave running (a server, a few workers) before they
+count as runaways (a fork bomb) and are killed, so the next command can fork."""
+RUNAWAY_WATCH_S = 0.2
+"""How long we watch what a command left behind while it keeps growing."""
 
 
 def _mount(src: str, target: str, fstype: str, flags: int = 0, data: str = "") -> None:
@@ -102,6 +111,15 @@ def mount_root() -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, dev + "/" + name)
+    if NETWORK:
+        for name in ("resolv.conf", "hosts", "hostname"):
+            try:
+                with open("/etc/" + name, "rb") as src:
+                    data = src.read()
+                with open(ROOT + "/etc/" + name, "wb") as dst:
+                    dst.write(data)
+            except OSError:
+                pass
 
 
 SHIELDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -154,6 +172,49 @@ def kill_all(deadline_s: float = 3.0) -> bool:
         time.sleep(0.001)
 
 
+def contain_runaways(before: set[int], spared: set[int]) -> int:
+    """Kill what the last command left running when it is a flood (see :data:`RUNAWAY_BUDGET`).
+
+    ``before``: the processes that existed before the command (earlier background jobs
+    survive). What the command left is watched while it grows (a fork bomb doubles every
+    few ms; a server started with ``&`` stays put); past the budget, or with the pids
+    limit nearly reached, every process the command created is killed, in rounds until
+    none is left (killing a process group at once stops its members forking). Returns how
+    many processes were killed.
+    """
+    deadline = time.monotonic() + RUNAWAY_WATCH_S
+    seen = 0
+    while True:
+        new = [pid for pid in other_pids() if pid not in before and pid not in spared]
+        if not new:
+            return 0
+        if len(new) > RUNAWAY_BUDGET or len(new) + len(before) >= PIDS_LIMIT * 9 // 10:
+            break
+        if len(new) <= seen or time.monotonic() > deadline:
+            return 0  # stable (or slow): a deliberate background job
+        seen = len(new)
+        time.sleep(0.01)
+    killed: set[int] = set()
+    end = time.monotonic() + 3.0
+    while new and time.monotonic() < end:
+        for pid in new:
+            try:
+                group = os.getpgid(pid)
+                if group not in spared:
+                    os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            killed.add(pid)
+        reap()
+        new = [pid for pid in other_pids() if pid not in before and pid not in spared]
+    reap()
+    return len(killed)
+
+
 class Capture:
     """Keeps the first ``limit`` bytes of a stream, counts the rest, and finds a sentinel."""
 
@@ -198,6 +259,10 @@ class Capture:
             cut = len(data)
         self._take(data[:cut])
         self.pending = data[cut:]
+
+    def note(self, text: str) -> None:
+        """Append a line of ours to what the agent reads (counted like output)."""
+        self._take(text.encode())
 
     def finish(self) -> None:
         if self.pending:
@@ -285,6 +350,19 @@ class Shell:
         state = self._read_until(cap, time.monotonic() + timeout)
         return cap.found, cap, state
 
+    def _discard_pending(self) -> None:
+        """Drop output waiting on the terminal (it would open the next command's output)."""
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.02)
+            if not ready:
+                return
+            try:
+                if not os.read(self.master, 1 << 16):
+                    return
+            except OSError:
+                return
+
     def _kill_foreground(self, sig: int) -> bool:
         """Signal the terminal's foreground process group unless it is the shell's own."""
         try:
@@ -298,6 +376,7 @@ class Shell:
 
     def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
         started = time.monotonic()
+        before = set(other_pids())
         code, cap, state = self._roundtrip(command, timeout, limit)
         timed_out = state == "timeout"
         restarted = False
@@ -331,6 +410,12 @@ class Shell:
             if code is not None and code < 0:
                 code = 128 - code  # killed by a signal: report it the way bash would
         cap.finish()
+        if not restarted:
+            killed = contain_runaways(before, {self.proc.pid, os.getpgid(0)})
+            if killed:
+                self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
+                cap.note(f"\n[{killed} processes this command left running were killed: more than "
+                         f"{RUNAWAY_BUDGET} were still forking]\n")
         return cap.reply(exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
                          duration=time.monotonic() - started)
 

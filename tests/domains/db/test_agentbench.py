@@ -190,3 +190,28 @@ def test_mysql_grading_with_answer_md5(data_dir: Path, mysql: SQLBackend) -> Non
         env.step("Action: Operation\n```sql\nDELETE FROM cities WHERE country = 'Turkey'\n```")
         _, reward, _, _, info = env.step("Action: Answer\nFinal Answer: []")
         assert reward == 0.0 and info["score"]["components"]["hash_match"] is False
+
+
+def test_env_and_eval_read_an_agentbench_folder_keeping_the_good_items(
+        data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # One bad line among good ones: the env keeps the good items (with AgentBench's ids, which
+    # count lines, so the ids after the bad one do not shift) and warns about the bad one.
+    dev = data_dir / "dbbench" / "dev.jsonl"
+    dev.write_text(dev.read_text(encoding="utf-8").replace("\n", "\n{not json\n", 1), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="agentunit_gym"):
+        env = DBEnv(backend="sqlite", tasks=data_dir)
+    try:
+        ids = [t.id for t in env.tasks]
+    finally:
+        env.close()
+    assert ids == ["dev-00000", "dev-00002", "dev-00003", "standard-00000", "standard-00001"]
+    assert "1 item(s)" in caplog.text and "dev.jsonl:2" in caplog.text
+
+    from agentunit_gym.cli.main import main
+
+    out = tmp_path / "run"
+    assert main(["eval", "--env", "DB-v0", "--backend", "sqlite", "--tasks", str(data_dir), "--agent", "oracle",
+                 "--output", str(out), "--quiet"]) == 0
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["task_id"] for r in records) == sorted(ids)
+    assert all(r["success"] for r in records)

@@ -20,6 +20,8 @@ from agentunit_gym.domains.db.task import DB_TASK_TYPES, DBTask
 from agentunit_gym.errors import TaskFileError
 from agentunit_gym.tasks.loader import load_tasks
 
+from .expected_state import agentbench_hash, expected_rows
+
 SUITE: list[DBTask] = [t for t in get_domain("db").bundled_tasks() if isinstance(t, DBTask)]
 IDS = [t.id for t in SUITE]
 
@@ -69,6 +71,23 @@ def test_oracle_scores_one(env: DBEnv, task_id: str) -> None:
         assert not info.get("execution_error"), info
     assert terminated and reward == 1.0, info.get("score")
     assert env.steps == task.k_opt
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in SUITE if t.is_modification])
+def test_oracle_leaves_the_table_computed_from_the_task_data(env: DBEnv, task_id: str) -> None:
+    # The expected table is computed in Python from the task file's rows (expected_state.py),
+    # not by replaying the reference SQL the oracle sends: a wrong load, a wrong hash or a
+    # reference statement that does not do what the task says would all fail here.
+    task = next(t for t in SUITE if t.id == task_id)
+    names, rows = expected_rows(task)
+    assert rows != expected_rows(task.model_copy(update={"reference_sql": ()}))[1]  # the task changes the table
+    env.reset(options={"task_id": task_id})
+    info: dict[str, object] = {}
+    for step in task.reference_solution:
+        _, _, _, _, info = env.step(env.render_action(step))
+    score = info["score"]
+    assert isinstance(score, dict) and score["success"] is True
+    assert score["components"]["actual_hash"] == agentbench_hash(rows), (task_id, names)
 
 
 @pytest.mark.parametrize("task_id", [t.id for t in SUITE if not t.is_modification])

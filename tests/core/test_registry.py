@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -39,12 +42,18 @@ def test_check_env_container(env_id: str) -> None:
 
 
 def test_make_with_module_prefix_without_import() -> None:
-    env = gym.make("agentunit_gym:AgentUnit/DB-v0", backend="sqlite")
-    try:
-        obs, info = env.reset(seed=3)
-        assert isinstance(obs, str) and info["backend"] == "sqlite"
-    finally:
-        env.close()
+    # A fresh interpreter: in this one the test session has imported agentunit_gym already.
+    code = (
+        "import sys, gymnasium as gym\n"
+        "assert 'agentunit_gym' not in sys.modules\n"
+        "env = gym.make('agentunit_gym:AgentUnit/DB-v0', backend='sqlite')\n"
+        "obs, info = env.reset(seed=3)\n"
+        "print(type(obs).__name__, info['backend'], 'agentunit_gym' in sys.modules)\n"
+        "env.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["str", "sqlite", "True"]
 
 
 @pytest.mark.parametrize("env_id", sorted(EMBEDDED))
@@ -60,3 +69,22 @@ def test_sync_vector_env_steps_text(env_id: str) -> None:
         assert list(infos["action_error"]["reason"]) == ["invalid_format", "invalid_format"]
     finally:
         envs.close()
+
+
+def test_each_backend_a_domain_lists_is_one_its_factory_knows() -> None:
+    # The description names backends; the shared backend package's factory opens them.
+    # One fact, checked in one place: a domain cannot list a kind its factory rejects.
+    from agentunit_gym.backends.sandbox import factory as sandbox_factory
+    from agentunit_gym.backends.sql import factory as sql_factory
+
+    kinds = {"agentunit_gym.backends.sandbox.factory:open_sandbox": sandbox_factory.KINDS,
+             "agentunit_gym.backends.sql.factory:open_sql_backend": sql_factory.KINDS}
+    checked = 0
+    for domain in registry.domains():
+        for backend in domain.backends:
+            if backend.opens in kinds:
+                assert backend.name in kinds[backend.opens], (domain.name, backend.name)
+                checked += 1
+        # auto falls back to the embedded backend, which needs no daemon
+        assert not domain.embedded_backend.needs_docker
+    assert checked >= 4
