@@ -241,3 +241,14 @@ def test_one_sdk_client_sends_the_key_only_when_there_is_one(monkeypatch: pytest
         assert server.statuses == [503, 200, 200]
         assert "authorization" not in server.headers[1]
         assert server.headers[2]["authorization"] == "Bearer sk-abc"
+
+
+def test_a_missing_sdk_names_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from agentunit_gym.eval import model_client
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ImportError
+    monkeypatch.setattr(model_client, "_WARM", __import__("threading").Event())
+    with pytest.raises(ConfigError, match=r'pip install "agentunit-gym\[openai\]"'):
+        model_client.ModelClient(OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1"))
