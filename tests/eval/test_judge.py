@@ -53,6 +53,7 @@ def test_critic_quantifier_verifier_and_agreement(tmp_path: Path) -> None:
     judged = read_judged(tmp_path)
     assert set(judged) == set(keys)
     assert judged[keys[0]].scores == {"solves_it": 1.0} and judged[keys[1]].scores == {"solves_it": 0.0}
+    assert all((v.usage.tokens_in or 0) > 0 and (v.usage.tokens_out or 0) > 0 for v in judged.values())
     # Only the kept criterion is put to the quantifier for the episodes.
     episode_calls = [c for c in scripted.calls if c != "critic" and "Print a third word" in c]
     assert len(episode_calls) == 1 and "- solves_it:" in episode_calls[0] and "flaky" not in episode_calls[0]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agentunit_gym.core.trace import EpisodeTrace
+from agentunit_gym.core.trace import EpisodeTrace, Usage
 from agentunit_gym.eval.judge.criteria import Criterion
 
 STEP_CAP = 1200
@@ -154,6 +154,8 @@ class Judgement:
     scores: dict[str, float]
     """criterion name -> that value's 0-1 score."""
     reason: str
+    usage: Usage = field(default_factory=Usage)
+    """Tokens and cost of the call that produced it."""
 
 
 def parse_judgement(text: str, criteria: tuple[Criterion, ...]) -> Judgement:

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -188,25 +189,28 @@ class Judge:
         self.config = config
         self.client = ModelClient(config.model)
         self.usage = Usage()
+        # Every judge call (critic, verifier, quantifier) takes a slot: at most ``concurrency`` in flight.
+        self._slots = asyncio.Semaphore(config.concurrency)
 
-    async def ask(self, messages: list[dict[str, Any]]) -> str:
-        """One judge call; the reply's text.
+    async def ask(self, messages: list[dict[str, Any]]) -> tuple[str, Usage]:
+        """One judge call; the reply's text and the call's usage.
 
         Raises:
             JudgeAnswerError: the model refused (``kind="refused"``).
             ModelAPIError, AgentContextLimitError: the endpoint failed.
         """
-        completion = await self.client.complete(messages)
+        async with self._slots:
+            completion = await self.client.complete(messages)
         self.usage = _add(self.usage, completion.usage)
         if completion.refusal or completion.finish_reason == "content_filter":
             raise JudgeAnswerError(f"the judge refused: {(completion.refusal or 'content filter')[:200]}", "refused")
-        return completion.text
+        return completion.text, completion.usage
 
     async def quantify(self, trace: EpisodeTrace, criteria: tuple[Criterion, ...]) -> Judgement:
         """Score one episode (raises as :meth:`ask`, and :class:`JudgeAnswerError` on a malformed answer)."""
-        text = await self.ask(quantifier_messages(trace, criteria))
+        text, usage = await self.ask(quantifier_messages(trace, criteria))
         try:
-            return parse_judgement(text, criteria)
+            return dataclasses.replace(parse_judgement(text, criteria), usage=usage)
         except JudgeAnswerError as exc:
             if _looks_like_refusal(text):
                 raise JudgeAnswerError(f"the judge refused: {text[:200]!r}", "refused") from exc
@@ -216,7 +220,8 @@ class Judge:
                       failed: EpisodeTrace | None) -> tuple[Criterion, ...]:
         """The critic's criteria for one (domain, category)."""
         text = _domain_text(domain)
-        return parse_criteria(await self.ask(critic_messages(text, category, succeeded, failed)))
+        reply, _ = await self.ask(critic_messages(text, category, succeeded, failed))
+        return parse_criteria(reply)
 
     async def verify(self, domain: str, category: str, source: Literal["critic", "file", "bundled"],
                      criteria: tuple[Criterion, ...], succeeded: EpisodeTrace | None,
@@ -385,14 +390,9 @@ async def judge_run(run_dir: Path, config: JudgeConfig, *, progress: ProgressFn 
     done = {k for k, v in read_judged(run_dir).items() if v.status == "judged"}
     todo = [u for u in units if u[0].key not in done]
     outcome.skipped = len(units) - len(todo)
-    gate = asyncio.Semaphore(config.concurrency)
     with (folder / "judged.jsonl").open("a", encoding="utf-8") as out:
         async def one(record: EpisodeRecord, trace: EpisodeTrace) -> None:
-            criteria_set = sets[f"{trace.domain}/{trace.category}"]
-            async with gate:
-                before = judge.usage
-                line = await _judge_one(judge, record, trace, criteria_set)
-                line = line.model_copy(update={"usage": _minus(judge.usage, before)})
+            line = await _judge_one(judge, record, trace, sets[f"{trace.domain}/{trace.category}"])
             out.write(line.model_dump_json() + "\n")
             out.flush()
             if line.status == "judged":
@@ -407,14 +407,6 @@ async def judge_run(run_dir: Path, config: JudgeConfig, *, progress: ProgressFn 
     return outcome
 
 
-def _minus(after: Usage, before: Usage) -> Usage:
-    def sub(a: float | None, b: float | None) -> float | None:
-        return None if a is None else a - (b or 0)
-    return Usage(tokens_in=sub(after.tokens_in, before.tokens_in),  # type: ignore[arg-type]
-                 tokens_out=sub(after.tokens_out, before.tokens_out),  # type: ignore[arg-type]
-                 cost=sub(after.cost, before.cost))
-
-
 async def _judge_one(judge: Judge, record: EpisodeRecord, trace: EpisodeTrace,
                      criteria_set: CriteriaSet) -> JudgedEpisode:
     base: dict[str, Any] = {
@@ -427,7 +419,7 @@ async def _judge_one(judge: Judge, record: EpisodeRecord, trace: EpisodeTrace,
         kind, message = _unjudged(exc)
         return JudgedEpisode(**base, status="unjudged", error=message[:500], error_kind=kind)
     return JudgedEpisode(**base, status="judged", goal_fidelity=result.goal_fidelity, achieved=result.achieved,
-                         values=result.values, scores=result.scores, reason=result.reason)
+                         values=result.values, scores=result.scores, reason=result.reason, usage=result.usage)
 
 
 def _write_criteria(run_dir: Path, config: JudgeConfig, sets: dict[str, CriteriaSet], usage: Usage,
