@@ -70,10 +70,12 @@ def plan(config: EvalConfig, tasks_by_env: dict[str, list[tuple[str, str]]]) -> 
 
 def warn_left_out(env_id: str, env: gym.Env[str, str]) -> None:
     """Log a warning when the env's backend leaves tasks of its suite out (``left_out_note``)."""
+    from agentunit_gym.core import registry
     from agentunit_gym.tasks.spec import left_out_note
 
     base = env.unwrapped
-    note = left_out_note(base.suite, base.backend_name)  # type: ignore[attr-defined]
+    docker_backends = {b.name for d in registry.domains() for b in d.backends if b.needs_docker}
+    note = left_out_note(base.suite, base.backend_name, needs_docker=docker_backends)  # type: ignore[attr-defined]
     if note is not None:
         logging.getLogger("agentunit_gym").warning("%s: %s", env_id, note)
 

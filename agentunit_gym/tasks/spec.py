@@ -6,7 +6,7 @@ a reference solution, the calls an ideal agent makes, which the oracle agent rep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -85,8 +85,11 @@ class TaskSpec(BaseModel):
         return self.backends is None or backend in self.backends
 
 
-def left_out_note(suite: Sequence[TaskSpec], backend: str) -> str | None:
+def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Collection[str] = ()) -> str | None:
     """A one-line warning when ``backend`` cannot run the whole of ``suite``, else None.
+
+    ``needs_docker`` names the backends that run on a Docker daemon (from the domain
+    descriptions): when the left-out tasks need one of them, the hint says to start Docker.
 
     Example: ``"8 docker-only tasks left out on backend local: start Docker (or pass --backend
     docker) for the full suite"``. Tasks list the backends they run on; those that do not list
@@ -97,7 +100,7 @@ def left_out_note(suite: Sequence[TaskSpec], backend: str) -> str | None:
         return None
     needed = sorted({name for task in left for name in (task.backends or ())})
     label = "/".join(needed) if needed else "other-backend"
-    hint = ("start Docker (or pass --backend docker)" if needed == ["docker"]
+    hint = (f"start Docker (or pass --backend {needed[0]})" if len(needed) == 1 and needed[0] in needs_docker
             else f"use --backend {needed[0]}" if needed else "use another backend")
     plural = "s" if len(left) != 1 else ""
     return f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite"

@@ -416,7 +416,8 @@ class SandboxConformance:
             probe = ("import socket, sys\n"
                      "for host in sys.argv[1:]:\n"
                      "    try:\n"
-                     "        socket.create_connection((host, int(PORT)), timeout=3).close(); print('connected'); break\n"
+                     "        socket.create_connection((host, int(PORT)), timeout=3).close(); "
+                     "print('connected'); break\n"
                      "    except OSError as exc:\n"
                      "        print('failed', host, type(exc).__name__)\n").replace("PORT", str(port))
             targets = ("127.0.0.1",)

@@ -105,6 +105,18 @@ class MySQLOnlyBehaviour(SharedBehaviour):
         assert db.execute("UPDATE scores SET Points = '1' WHERE No = 16").error is not None
         assert db.admin_query("UPDATE scores SET Points = '41' WHERE No = 16").ok
 
+    def test_every_statement_is_committed_as_agentbench_does(self, db: EpisodeDatabase) -> None:
+        # AgentBench's client commits after each statement: an explicit transaction ends at
+        # once, grading sees the change, and a later ROLLBACK has nothing to undo.
+        assert db.execute("START TRANSACTION").ok
+        assert db.execute("UPDATE scores SET Points = '1' WHERE Name = 'Ann'").ok
+        assert db.admin_query("SELECT Points FROM scores WHERE Name = 'Ann'").rows == (("1",),)
+        assert db.execute("ROLLBACK").ok
+        assert db.admin_query("SELECT Points FROM scores WHERE Name = 'Ann'").rows == (("1",),)
+        assert db.execute("SET autocommit = 0").ok
+        assert db.execute("DELETE FROM scores WHERE Name = 'Ann'").ok
+        assert db.admin_query("SELECT COUNT(*) FROM scores").rows == ((3,),)
+
     # -- remaining differences (docs/sql-backends.md lists them) ------------------------------
 
     def test_remaining_difference_a_bad_value_in_a_change_is_stored_with_a_warning(

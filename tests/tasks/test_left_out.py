@@ -12,8 +12,11 @@ def task(id: str, backends: tuple[str, ...] | None) -> TaskSpec:
 
 def test_docker_only_tasks_left_out_say_start_docker() -> None:
     suite = [task("a", None), task("b", ("docker",)), task("c", ("docker",)), task("d", ("docker", "local"))]
-    assert left_out_note(suite, "local") == ("2 docker-only tasks left out on backend local: start Docker "
-                                             "(or pass --backend docker) for the full suite")
+    assert left_out_note(suite, "local", needs_docker={"docker"}) == (
+        "2 docker-only tasks left out on backend local: start Docker (or pass --backend docker) for the full suite")
+    # Without knowing which backends need Docker, the hint only names the backend.
+    assert left_out_note(suite, "local") == (
+        "2 docker-only tasks left out on backend local: use --backend docker for the full suite")
     assert left_out_note(suite, "docker") is None
 
 

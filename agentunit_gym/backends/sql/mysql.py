@@ -682,9 +682,14 @@ class MySQLEpisode(EpisodeDatabase):
         pymysql = _pymysql()
         try:
             result = _run_statement(self._session, sql, timeout, max_rows, self._backend._killer)
+            if result.extra.get("errno") != _ER_CONNECTION_KILLED:
+                # AgentBench commits after every statement of the agent (autocommit off, a
+                # commit after each): an explicit START TRANSACTION ends at once, and grading
+                # sees every change, as on its server.
+                self._session.conn.commit()
         except pymysql.err.MySQLError as exc:
             if not _is_connection_error(exc):
-                # Only our own bookkeeping statement (the time limit) can fail this way.
+                # Only our own bookkeeping statements (the time limit, the commit) can fail this way.
                 raise BackendError(f"setting up a statement of episode {self.name!r} failed: {exc}") from exc
             if _KILL.search(sql) and self._backend._server.alive():
                 return self._reconnect_after_self_kill(_format_error(exc))

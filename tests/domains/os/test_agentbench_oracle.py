@@ -197,3 +197,25 @@ def test_the_oracle_passes_every_style_on_local(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_the_oracle_passes_every_style_on_docker(tmp_path: Path) -> None:
     _check_backend(tmp_path, "docker")
+
+
+def test_the_cli_oracle_passes_an_agentbench_checkout_past_a_bad_item(tmp_path: Path) -> None:
+    """``eval --agent oracle --tasks <data/>`` as a user runs it: every good item passes, the
+    item that does not convert is reported once and the run goes on."""
+    import subprocess
+    import sys
+
+    bad = {"description": "A null check entry without an example.", "evaluation": {"check": [None]}}
+    data = write_checkout(tmp_path, [*ITEMS, bad])
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentunit_gym", "eval", "--env", "OS-v0", "--agent", "oracle", "--tasks", str(data),
+         "--backend", "local", "--output", str(run), "--quiet"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    assert sorted((r["task_id"], r["reward"]) for r in records) == [
+        (f"dev-001-dev-{i:05d}", 1.0) for i in range(len(ITEMS))]
+    output = done.stdout + done.stderr
+    assert output.count("dev-001-dev-00006") == 1, output
+    assert "no example script" in output
