@@ -89,18 +89,54 @@ def _client(client: Any | None, timeout: float = 600.0) -> Any:
     return client if client is not None else process.docker_client(timeout=timeout)
 
 
+GENERATED_CONTEXTS: dict[str, str] = {"kg": "agentunit_gym.domains.kg.image"}
+"""Images whose build context is the shipped folder plus generated files (name -> module).
+The module has ``context_key() -> str`` (a content key of what it adds, cheap to compute)
+and ``prepare_context(folder)`` (adds the files to a copy of the shipped folder)."""
+
+
 def image_dir(name: str, *, root: Path | None = None) -> Path:
-    """The build context of image ``name``.
+    """The build context of image ``name`` (for a generated context, its cached copy).
 
     Raises:
         ConfigError: no such image directory, or it has no Dockerfile.
+        ImageBuildError: a generated context could not be prepared.
     """
     base = root if root is not None else IMAGES_ROOT
     path = base / name
     if not (path / "Dockerfile").is_file():
         known = ", ".join(available_images(root=root)) or "none"
         raise ConfigError(f"unknown image {name!r}: no {path / 'Dockerfile'}. Known images: {known}.")
+    if root is None and name in GENERATED_CONTEXTS:
+        return _generated_context(name, path, GENERATED_CONTEXTS[name])
     return path
+
+
+def _generated_context(name: str, shipped: Path, module_name: str) -> Path:
+    import importlib
+
+    module = importlib.import_module(module_name)
+    key = hashlib.sha256(f"{context_hash(shipped)}|{module.context_key()}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("AGENTUNIT_CACHE_DIR") or Path.home() / ".cache" / "agentunit-gym")
+    target = cache / "images" / f"{name}-{key}"
+    if (target / ".agentunit-ready").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=target.parent))
+    try:
+        shutil.copytree(shipped, work / "ctx")
+        module.prepare_context(work / "ctx")
+        (work / "ctx" / ".agentunit-ready").write_text(key, encoding="utf-8")
+        try:
+            (work / "ctx").rename(target)
+        except OSError:
+            if not (target / ".agentunit-ready").is_file():
+                raise
+    except OSError as exc:
+        raise ImageBuildError(f"cannot prepare the build context of image {name!r} in {target}: {exc}") from exc
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
 
 
 def available_images(*, root: Path | None = None) -> list[str]:

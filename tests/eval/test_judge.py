@@ -151,16 +151,21 @@ def test_every_domain_and_category_gets_its_own_criteria_set(tmp_path: Path) -> 
     write_run(tmp_path, THREE)
     write_run(tmp_path, [("d1", "SELECT solved", True, "Count rows."), ("d2", "SELECT 1", False, "Sum rows.")],
               domain="db", env_id="AgentUnit/DB-v0", category="select")
+    write_run(tmp_path, [("k1", "get_relations(Paris) solved", True, "Which river?"),
+                         ("k2", "get_relations(Lyon)", False, "Which mountain?")],
+              domain="kg", env_id="AgentUnit/KG-v0", category="multi-hop")
     scripted = ScriptedJudge()
     with FakeChatServer(scripted) as server:
         _, summary, _ = judge_and_report(tmp_path, config(server, "bundled"))
     stored = read_criteria(tmp_path)
     assert stored is not None
-    assert sorted(s["domain"] + "/" + s["category"] for s in stored["sets"]) == ["db/select", "os/general"]
+    assert sorted(s["domain"] + "/" + s["category"] for s in stored["sets"]) == ["db/select", "kg/multi-hop",
+                                                                               "os/general"]
     assert "critic" not in scripted.calls
-    assert set(summary["judge"]["per_domain"]) == {"db", "os"}
+    assert set(summary["judge"]["per_domain"]) == {"db", "kg", "os"}
     names = set(summary["overall"]["metrics"])
     assert "criterion:db/select/query_targets_question" in names and "criterion:os/general/answer_form" in names
+    assert "criterion:kg/multi-hop/answer_commitment" in names
 
 
 def test_compare_reports_the_judged_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,7 +224,7 @@ def test_bundled_criteria_parse_for_every_registered_domain() -> None:
         if domain.criteria is not None:
             table = bundled_criteria(domain.name)
             assert table["*"] and all(len(c.accepted_values) >= 2 for c in table["*"])
-    assert bundled_criteria("os") and bundled_criteria("db")
+    assert bundled_criteria("os") and bundled_criteria("db") and bundled_criteria("kg")
 
 
 def test_criteria_file_errors_name_the_place(tmp_path: Path) -> None:

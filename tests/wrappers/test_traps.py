@@ -203,7 +203,7 @@ def test_library_errors_name_the_trap_and_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at least one action pattern or state check"):
         load_trap_library(path)
     with pytest.raises(ConfigError, match="no bundled trap library"):
-        load_trap_library("kg")
+        load_trap_library("nosuchdomain")
     with pytest.raises(ConfigError, match="the trap library is for 'os', the env is 'toy'"):
         InjectTraps(ToyEnv(), library="os")
     with pytest.raises(ConfigError, match=r"unknown placeholder \{\{nope\}\}"):
