@@ -120,3 +120,14 @@ class DomainError(ConfigError):
     def __init__(self, domain: str, message: str) -> None:
         super().__init__(message)
         self.domain = domain
+
+
+class RunStoppedError(AgentUnitError, RuntimeError):
+    """The evaluator stopped a run early: most of its episodes failed for one infrastructure
+    reason (a model endpoint that went down, a daemon that stopped). The episodes finished so
+    far are saved; fix the cause and resume the run."""
+
+
+class EndpointError(AgentUnitError, ConnectionError):
+    """A model endpoint does not work (unreachable, refuses the key): found by the one
+    request sent before the first episode. The message names the URL and the error."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,21 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def task_set_note(run_a: Path, run_b: Path) -> str:
+    """A sentence when the two runs did not run the same tasks (empty when they did)."""
+    from agentunit_gym.eval.compare import pairing
+    from agentunit_gym.eval.summary import load_episodes
+
+    how = pairing(load_episodes(run_a)[1], load_episodes(run_b)[1])
+    if how.only_a == 0 and how.only_b == 0:
+        return ""
+    if how.kind == "unpaired":
+        return (f"the runs share no task (A ran {how.only_a}, B ran {how.only_b}); the comparison is unpaired, "
+                "between different task sets.")
+    return (f"the runs ran different task sets: {how.only_a} task(s) only in A, {how.only_b} only in B; "
+            f"compared on the {how.tasks} shared task(s) only.")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -31,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from agentunit_gym.eval.report import fmt
 
     rows = compare_runs(args.run_a, args.run_b, seed=args.seed)
+    note = task_set_note(args.run_a, args.run_b)
+    if note:
+        print(f"agentunit-gym compare: {note}", file=sys.stderr)
     if not args.all:
         rows = [r for r in rows if r.a is not None or r.b is not None]
     if args.json:

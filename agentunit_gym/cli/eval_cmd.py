@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 from agentunit_gym.core import registry
-from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE
+from agentunit_gym.errors import ConfigError
+from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, PROTOCOLS
+
+# Options that define a run (stored in config.json). Their parser default is None, so a
+# resume can tell "not given" (take the stored value) from "given" (must match it).
+_DEFAULTS: dict[str, Any] = {"agent": "oracle", "runs": 1, "concurrency": 4, "seed": 0, "episode_timeout": 600.0,
+                             "protocol": "agentunit", "api_key_env": "OPENAI_API_KEY"}
 
 
 def backend_choices() -> list[str]:
@@ -26,6 +35,38 @@ def env_ids() -> list[str]:
     return registry.env_ids()
 
 
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (``-n``, ``--runs``, ``--concurrency``, ``--max-steps``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in [0, 1] (``--trap-rate``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (a share of episodes), got {value:g}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value:g}")
+    return value
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "eval", help="run an agent over task suites (metrics, traces, report)",
@@ -33,34 +74,51 @@ def register(subparsers: Any) -> None:
                     "traces/, summary.json and report.html under the output directory.")
     p.add_argument("--env", action="append", dest="envs", metavar="ENV",
                    help=f"env id: {', '.join(env_ids()) or 'none registered'} (short ids work; repeatable; "
-                        "default: every registered env)")
-    p.add_argument("--agent", default="oracle", help="oracle | random | openai:<model> | module:attr (default oracle)")
+                        "default: every registered env, or the domains --tasks holds tasks of)")
+    p.add_argument("--tasks", action="append", dest="tasks", default=None, metavar="PATH",
+                   help="task file or folder instead of the bundled suite: native YAML/JSON task files, or a "
+                        "format a domain's loader detects (AgentBench's data/ folder or one of its data files); "
+                        "format and domain detected; repeatable (docs/tasks.md)")
+    p.add_argument("--agent", default=None,
+                   help="oracle | random | openai:<model> | module:attr (imported from the current folder) | "
+                        "./file.py:attr (default oracle)")
     p.add_argument("--backend", action="append", dest="backends", metavar="BACKEND", choices=backend_choices(),
                    help=f"auto | {backend_help()}; repeatable, one per domain; default auto")
-    p.add_argument("--tasks", type=Path, default=None, metavar="PATH",
-                   help="tasks instead of the bundled suite: native task files or folders, or a format the env's "
-                        "domain detects (e.g. an AgentBench checkout's data/); give one --env with it")
-    p.add_argument("-n", type=int, default=None, help="tasks sampled per env (seeded); default all")
-    p.add_argument("--runs", type=int, default=1, help="repeats per task (for pass@k, pass^k); default 1")
-    p.add_argument("--concurrency", type=int, default=4, help="episodes in flight per env; default 4")
-    p.add_argument("--task-id", action="append", dest="task_ids", default=[], metavar="ID")
-    p.add_argument("--category", action="append", dest="categories", default=[], metavar="C")
-    p.add_argument("--output", type=Path, default=None, help="run directory; default results/<time>-<agent>")
-    p.add_argument("--resume", action="store_true", help="continue the run in --output (default: the latest)")
-    p.add_argument("--trap-rate", type=float, default=None, help="share of episodes with a trap injected")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--episode-timeout", type=float, default=600.0, help="wall-clock seconds per episode")
-    p.add_argument("--max-steps", type=int, default=None, help="turn limit per episode (default: the domain's)")
+    p.add_argument("-n", type=positive_int, default=None, help="tasks sampled per env (seeded); default all")
+    p.add_argument("--runs", type=positive_int, default=None, help="repeats per task (for pass@k, pass^k); default 1")
+    p.add_argument("--concurrency", type=positive_int, default=None, help="episodes in flight per env; default 4")
+    p.add_argument("--task-id", action="append", dest="task_ids", default=None, metavar="ID")
+    p.add_argument("--category", action="append", dest="categories", default=None, metavar="C")
+    p.add_argument("--output", type=Path, default=None,
+                   help="run folder; default a new results/<time>-<agent> (with --resume: the latest run)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --output (default: the latest) with the settings in its config.json")
+    p.add_argument("--trap-rate", type=fraction, default=None, help="share of episodes with a trap injected (0-1)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--episode-timeout", type=positive_float, default=None,
+                   help="wall-clock seconds per episode (default 600)")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="turn limit per episode (default: the task's, else the domain's)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                   help="agentunit (default) | agentbench: AgentBench's settings at once (an invalid reply ends "
+                        "the episode, the domain's AgentBench turn limit, its observation caps, the ReAct prompt) | "
+                        "agentbench-fc: the same with AgentBench FC's tool schemas, from each domain's description")
+    p.add_argument("--invalid-action", choices=["continue", "terminate"], default=None,
+                   help="an invalid reply: continue with feedback (default) or terminate the episode "
+                        "(AgentBench; the default under --protocol agentbench)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env variable holding the API key")
-    p.add_argument("--tools", action="store_true", help="openai agents: native tool calling instead of ReAct text")
+    p.add_argument("--api-key-env", default=None, help="env variable holding the API key (default OPENAI_API_KEY)")
+    p.add_argument("--tools", action="store_true", default=None,
+                   help="openai agents: native tool calling instead of ReAct text")
     p.add_argument("--prices", type=Path, default=None, help="JSON price table {model: [in, out] USD per 1M tokens}")
     p.add_argument("--vector", choices=["sync", "threads", "async"], default=None,
                    help="run episodes in lockstep over this gymnasium vector env (RL-style; "
                         f"{DEFAULT_VECTOR_MODE} was the fastest of the three). Default: asynchronous episodes, "
                         "each stepping as soon as its own agent replies (docs/eval.md)")
-    p.add_argument("--max-rps", type=float, default=None,
+    p.add_argument("--max-rps", type=positive_float, default=None,
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
+    p.add_argument("--no-endpoint-check", dest="endpoint_check", action="store_false",
+                   help="openai agents: skip the one request that checks the endpoint before the first episode")
     p.add_argument("--quiet", action="store_true", help="no progress bar or tables")
     from agentunit_gym.cli.judge_cmd import add_judge_options
 
@@ -69,37 +127,136 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def check_env_ids(envs: list[str]) -> None:
+    """Refuse an env id no registered domain has, naming the closest one.
+
+    Raises:
+        ConfigError: an unknown id.
+    """
+    known = env_ids()
+    shorts = {k.split("/", 1)[1]: k for k in known}
+    for env in envs:
+        if env in known or env in shorts:
+            continue
+        lowered = {k.lower(): k for k in [*known, *shorts]}
+        guess = lowered.get(env.lower()) or next(iter(difflib.get_close_matches(env, [*known, *shorts], n=1)), None)
+        hint = f" Did you mean {guess}?" if guess else ""
+        raise ConfigError(f"unknown env {env!r}.{hint} Registered envs: {', '.join(known) or 'none'}.")
+
+
+def _check_output(output: Path | None) -> None:
+    if output is not None and output.exists() and not output.is_dir():
+        raise ConfigError(f"--output {output} is a file; give a folder for the run (it is created if missing).")
+
+
+def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
+    """The run's :class:`EvalConfig` and its folder, from the options and, on ``--resume``, config.json.
+
+    Options not given on the command line take the stored run's values, so ``--resume
+    --output DIR`` alone continues that run; options given must match it (checked when
+    the run starts).
+
+    Raises:
+        ConfigError: bad options, or nothing to resume.
+    """
+    from pydantic import ValidationError
+
+    from agentunit_gym.core.task_sources import load_sources, tasks_by_domain
+    from agentunit_gym.eval.config import EvalConfig
+    from agentunit_gym.eval.evaluate import latest_run_dir, stored_config
+
+    _check_output(args.output)
+    output = args.output
+    stored: dict[str, Any] = {}
+    if args.resume:
+        output = output if output is not None else latest_run_dir()
+        found = stored_config(output)
+        if found is None:
+            raise ConfigError(f"--resume: {output} holds no run (no config.json); start it without --resume.")
+        stored = found.model_dump()
+    given: dict[str, Any] = {
+        "envs": args.envs, "agent": args.agent, "backends": args.backends, "n": args.n, "runs": args.runs,
+        "concurrency": args.concurrency, "task_ids": args.task_ids, "categories": args.categories,
+        "trap_rate": args.trap_rate, "seed": args.seed, "episode_timeout_s": args.episode_timeout,
+        "vector": args.vector, "protocol": args.protocol, "invalid_action": args.invalid_action,
+    }
+    if args.envs:
+        check_env_ids(args.envs)
+    if args.tasks:
+        paths = [str(Path(t).resolve()) for t in args.tasks]
+        given["tasks"] = paths
+        if not args.envs and not stored:
+            grouped = tasks_by_domain(load_sources(paths))
+            given["envs"] = [registry.get_domain(name).envs[0].id for name in grouped]
+    if args.max_steps is not None:
+        given["env_options"] = {**stored.get("env_options", {}), "max_steps": args.max_steps}
+    agent_settings = dict(stored.get("agent_settings", {}))
+    for key, value in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("max_rps", args.max_rps)):
+        if value is not None:
+            agent_settings[key] = value
+    if args.tools:
+        agent_settings["mode"] = "tools"
+    data = {**stored, **{k: v for k, v in given.items() if v is not None}, "agent_settings": agent_settings}
+    if not stored:
+        data.setdefault("envs", env_ids())
+        data.setdefault("agent", _DEFAULTS["agent"])
+        protocol = data.get("protocol") or "agentunit"
+        if data.get("invalid_action") is None:
+            data["invalid_action"] = "continue" if protocol == "agentunit" else "terminate"
+    try:
+        return EvalConfig.model_validate(data), output
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{field}: {first['msg']}.") from None
+
+
+def resume_command(run_dir: Path) -> str:
+    """The exact command that continues the run in ``run_dir``."""
+    return f"agentunit-gym eval --resume --output {shlex.quote(str(run_dir))}"
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.evaluate import evaluate
+    from agentunit_gym.core.task_sources import load_sources, problems_of
+    from agentunit_gym.eval.agents import resolve_agent
+    from agentunit_gym.eval.evaluate import RunStopped, evaluate, prepare_run_dir
     from agentunit_gym.eval.records import EpisodeRecord
 
+    config, output = build_config(args)
+    err = Console(stderr=True, quiet=args.quiet, highlight=False)
+    if config.tasks:
+        sources = load_sources(config.tasks)
+        for source in sources:
+            err.print(f"--tasks {source.path}: {len(source.result.tasks)} task(s) of the {source.domain.name} "
+                      f"domain ({source.format} format)", markup=False)
+        problems = problems_of(sources)
+        for problem in problems:
+            print(f"agentunit-gym: skipped: {problem}", file=sys.stderr)
+        if problems:
+            print(f"agentunit-gym: {len(problems)} item(s) could not be converted and are left out "
+                  "(`agentunit-gym tasks validate` lists them)", file=sys.stderr)
     agent_options: dict[str, Any] = {}
-    if args.tools:
-        agent_options["mode"] = "tools"
-    if args.max_rps is not None:
-        agent_options["max_rps"] = args.max_rps
+    settings = config.agent_settings
+    if settings.get("mode"):
+        agent_options["mode"] = settings["mode"]
+    elif config.protocol == "agentbench-fc":
+        agent_options["mode"] = "tools"  # AgentBench FC is a function-calling protocol
+    if settings.get("max_rps") is not None:
+        agent_options["max_rps"] = settings["max_rps"]
     if args.prices is not None:
         from agentunit_gym.eval.openai_agent import load_price_table
 
         agent_options["prices"] = load_price_table(args.prices)
-    env_options: dict[str, Any] = {}
-    if args.max_steps is not None:
-        env_options["max_steps"] = args.max_steps
-    if args.tasks is not None:
-        env_options["tasks"] = str(args.tasks.resolve())
-    config = EvalConfig(
-        envs=tuple(args.envs or env_ids()), agent=args.agent, backends=tuple(args.backends or ["auto"]), n=args.n,
-        runs=args.runs, concurrency=args.concurrency, task_ids=tuple(args.task_ids),
-        categories=tuple(args.categories), trap_rate=args.trap_rate, seed=args.seed,
-        episode_timeout_s=args.episode_timeout, vector=args.vector, env_options=env_options,
-    )
-    console = Console(stderr=True, quiet=args.quiet)
+    # The agent first (a typo in --agent, a dead endpoint): nothing on screen or disk before it answers.
+    _, agent_factory = resolve_agent(config.agent, base_url=settings.get("base_url"),
+                                     api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
+                                     check_endpoint=args.endpoint_check, **agent_options)
+    run_dir = prepare_run_dir(config, output, resume=args.resume)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[last]}"), console=console, transient=False,
+                  TextColumn("{task.fields[last]}"), console=err, transient=False,
                   disable=args.quiet) as bar:
         task = bar.add_task("episodes", total=None, last="")
 
@@ -107,8 +264,16 @@ def run(args: argparse.Namespace) -> int:
             mark = "ok" if record.success else (record.finish_reason or record.status)
             bar.update(task, completed=done, total=total, last=f"{record.task_id} r{record.run}: {mark}")
 
-        result = evaluate(config, args.output, resume=args.resume, base_url=args.base_url,
-                          api_key_env=args.api_key_env, agent_options=agent_options, progress=progress)
+        try:
+            result = evaluate(config, run_dir, resume=args.resume, agent_factory=agent_factory, progress=progress)
+        except KeyboardInterrupt:
+            print(f"agentunit-gym: interrupted; the finished episodes are saved in {run_dir}. "
+                  f"Continue with: {resume_command(run_dir)}", file=sys.stderr)
+            return 130
+        except RunStopped as exc:
+            print(f"agentunit-gym: error: {exc} Once it is fixed, continue with: {resume_command(run_dir)}",
+                  file=sys.stderr)
+            return 1
     from agentunit_gym.cli.judge_cmd import judge_config, judge_with_progress, print_judge_summary
 
     summary = result.summary
@@ -117,20 +282,30 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(Console(), summary)
         print_judge_summary(Console(), summary)
-    Console(stderr=True, quiet=args.quiet).print(
-        f"{len(result.outcome.records)} episodes run, {result.outcome.skipped} already done, "
-        f"in {result.outcome.elapsed_s:.1f} s. Results: {result.run_dir} (report: {result.report})")
+    records = result.outcome.records
+    err.print(f"{len(records)} episodes run, {result.outcome.skipped} already done, "
+              f"in {result.outcome.elapsed_s:.1f} s. Results: {result.run_dir} (report: {result.report})",
+              markup=False)
     print(result.run_dir)
+    failed = [r for r in records if r.status != "done"]
+    if records and len(failed) == len(records):
+        reasons = sorted({r.error.splitlines()[0][:200] for r in failed if r.error})
+        print(f"agentunit-gym: error: every episode of this run ended in an error ({len(failed)} of {len(records)}); "
+              f"first reason: {reasons[0] if reasons else 'unknown'}", file=sys.stderr)
+        return 1
     return 0
 
 
 def print_summary(console: Any, summary: dict[str, Any]) -> None:
-    """The headline metrics and the finish-reason table, as rich tables."""
+    """The run's protocol, the headline metrics and the finish-reason table, as rich tables."""
     from rich.table import Table
 
     from agentunit_gym.core.finish import FinishReason
     from agentunit_gym.eval.report import fmt, headline_names
 
+    config = summary.get("config") or {}
+    console.print(f"protocol: {config.get('protocol', 'agentunit')}, "
+                  f"invalid action: {config.get('invalid_action', 'continue')}", markup=False)
     table = Table(title="Metrics (95% CI)")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col, justify="left" if col == "metric" else "right")

@@ -29,7 +29,7 @@ def judge_config(args: argparse.Namespace) -> Any:
 
     criteria: Any = args.criteria if args.criteria in ("critic", "bundled") else Path(args.criteria)
     model = parse_judge_spec(args.judge, base_url=getattr(args, "judge_base_url", None) or args.base_url,
-                             api_key_env=args.api_key_env)
+                             api_key_env=args.api_key_env or "OPENAI_API_KEY")
     return JudgeConfig(model, criteria=criteria, repeats=args.judge_repeats, concurrency=args.judge_concurrency)
 
 

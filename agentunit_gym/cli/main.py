@@ -7,8 +7,22 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from agentunit_gym.errors import AgentUnitError
+from agentunit_gym.errors import AgentUnitError, ConfigError, TaskFileError, TaskNotFoundError
+
+USAGE_ERROR = 2
+"""Exit code of a user mistake (a bad option value, a missing file, an unknown id): one line, no traceback."""
+
+USER_ERRORS: tuple[type[AgentUnitError], ...] = (ConfigError, TaskFileError, TaskNotFoundError)
+"""Library errors that mean the user asked for something wrong (exit 2); other errors exit 1."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``agentunit-gym eval: error: ...``), exit 2."""
+
+    def error(self, message: str) -> Any:  # argparse's signature says NoReturn; Any keeps mypy quiet
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 # Each module registers its subcommands with ``register(subparsers)``; the handler it sets
 # as ``func`` returns the exit code.
@@ -18,9 +32,9 @@ COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare")
 def build_parser() -> argparse.ArgumentParser:
     from agentunit_gym import __version__
 
-    parser = argparse.ArgumentParser(prog="agentunit-gym", description="Gymnasium environments for LLM agents.")
+    parser = OneLineParser(prog="agentunit-gym", description="Gymnasium environments for LLM agents.")
     parser.add_argument("--version", action="version", version=f"agentunit-gym {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"agentunit_gym.cli.{name}_cmd").register(sub)
     return parser
@@ -64,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except USER_ERRORS as exc:
+        print(f"agentunit-gym: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
     except AgentUnitError as exc:
         print(f"agentunit-gym: error: {exc}", file=sys.stderr)
         return 1

@@ -9,9 +9,14 @@ from typing import Any
 
 import yaml
 
-from agentunit_gym.core.domain import Domain, LoadResult
+from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.registry import broken_domains, domain_names, domains, find_task, get_domain
-from agentunit_gym.errors import ConfigError, TaskFileError
+from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
+from agentunit_gym.errors import TaskFileError, TaskNotFoundError
+from agentunit_gym.tasks.spec import TaskSpec
+
+_TASKS_HELP = ("task file or folder instead of the bundled suites: native YAML/JSON, or AgentBench's data "
+               "(format and domain detected); repeatable")
 
 
 def register(subparsers: Any) -> None:
@@ -20,20 +25,24 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
     parser.set_defaults(func=lambda args: _help(parser))
 
-    listing = sub.add_parser("list", help="list the bundled tasks")
+    listing = sub.add_parser("list", help="list the bundled tasks (or those of --tasks)")
     listing.add_argument("--domain", help=f"only this domain ({', '.join(domain_names())})")
     listing.add_argument("--category", help="only this category")
+    listing.add_argument("--tasks", action="append", metavar="PATH", help=_TASKS_HELP)
     listing.set_defaults(func=cmd_list)
 
-    show = sub.add_parser("show", help="print one bundled task as YAML")
+    show = sub.add_parser("show", help="print one task as YAML (bundled, or from --tasks)")
     show.add_argument("task_id")
     show.add_argument("--domain", help="look only in this domain")
+    show.add_argument("--tasks", action="append", metavar="PATH", help=_TASKS_HELP)
     show.set_defaults(func=cmd_show)
 
     names = domain_names()
     default = names[0] if names else None
-    validate = sub.add_parser("validate", help="validate task files or folders (native or a domain's foreign format)")
-    validate.add_argument("paths", nargs="+", metavar="PATH")
+    validate = sub.add_parser("validate", help="validate task files or folders (native or a domain's foreign format); "
+                                               "lists every item that does not convert (file, line or item, reason)")
+    validate.add_argument("paths", nargs="*", metavar="PATH")
+    validate.add_argument("--tasks", action="append", metavar="PATH", help="the same as a PATH argument")
     validate.add_argument("--domain", default=None,
                           help="task model to validate against (default: the domain whose model fits the files best)")
     validate.add_argument("--format", default=None, help="native, or a loader of the domain (default: detected)")
@@ -49,13 +58,30 @@ def _help(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def _selected(args: argparse.Namespace) -> tuple[list[tuple[Domain, TaskSpec]], list[TaskSource]]:
+    """``(domain, task)`` of the bundled suites, or of the ``--tasks`` paths when given."""
+    if args.tasks:
+        sources = load_sources(args.tasks, args.domain)
+        return [(s.domain, t) for s in sources for t in s.result.tasks], sources
+    chosen = [get_domain(args.domain)] if args.domain else domains()
+    return [(d, t) for d in chosen for t in d.bundled_tasks()], []
+
+
+def _report_problems(sources: list[TaskSource]) -> None:
+    count = sum(len(s.result.problems) for s in sources)
+    if count:
+        print(f"warning: {count} item(s) of --tasks could not be converted and are left out; "
+              "`agentunit-gym tasks validate PATH` lists them", file=sys.stderr)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print a table of bundled tasks, filtered by domain and category."""
+    """Print a table of tasks (bundled, or of ``--tasks``), filtered by domain and category."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    chosen = [get_domain(args.domain)] if args.domain else domains()
-    table = Table(title="Bundled tasks")
+    pairs, sources = _selected(args)
+    table = Table(title="Tasks from --tasks" if args.tasks else "Bundled tasks")
     table.add_column("id", no_wrap=True)
     table.add_column("domain")
     table.add_column("category")
@@ -63,19 +89,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     table.add_column("steps", justify="right")
     table.add_column("instruction", overflow="ellipsis", no_wrap=True, max_width=60)
     count = 0
-    for domain in chosen:
-        for task in domain.bundled_tasks():
-            if args.category and task.category != args.category:
-                continue
-            table.add_row(task.id, domain.name, task.category, ",".join(task.backends) if task.backends else "all",
-                          str(task.k_opt), task.instruction)
-            count += 1
+    for domain, task in pairs:
+        if args.category and task.category != args.category:
+            continue
+        # Text, not markup: an instruction's "[...]" is data, not a rich style tag.
+        table.add_row(Text(task.id), Text(domain.name), Text(task.category),
+                      Text(",".join(task.backends) if task.backends else "all"), str(task.k_opt),
+                      Text(task.instruction))
+        count += 1
     console = Console(file=sys.stdout)
     if not console.is_terminal:
         # Piped or captured output has no width; do not squeeze the columns into 80.
         console = Console(file=sys.stdout, width=200)
     console.print(table)
     console.print(f"{count} task(s)")
+    _report_problems(sources)
     for broken in broken_domains():
         print(f"warning: domain {broken.name!r} was skipped: {broken.reason}", file=sys.stderr)
     return 0
@@ -83,7 +111,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one task as YAML."""
-    domain, task = find_task(args.task_id, args.domain)
+    if args.tasks:
+        pairs, sources = _selected(args)
+        found = [(d, t) for d, t in pairs if t.id == args.task_id]
+        if not found:
+            raise TaskNotFoundError(f"no task {args.task_id!r} in {', '.join(args.tasks)}; see "
+                                    "`agentunit-gym tasks list --tasks PATH`.")
+        domain, task = found[0]
+    else:
+        domain, task = find_task(args.task_id, args.domain)
     data = task.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
     print(f"# domain: {domain.name}")
     print(yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100), end="")
@@ -103,50 +139,31 @@ _BlockDumper.add_representer(str, _represent_str)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate each path; exit 1 naming file, task and field of every problem found."""
+    """Validate each path; list every item that does not convert (file, line or item, task,
+    field, reason); exit 1 when any path has a problem."""
+    paths = [*args.paths, *(args.tasks or [])]
+    if not paths:
+        print("agentunit-gym tasks validate: error: give at least one PATH (a task file or folder)", file=sys.stderr)
+        return 2
     failed = 0
-    for path in args.paths:
+    for path in paths:
         try:
-            domain, result = _load_any(path, args.domain, args.format)
+            sources = load_path(path, args.domain, args.format)
         except TaskFileError as exc:
             failed += 1
             print(f"invalid: {exc}", file=sys.stderr)
             continue
-        for problem in result.problems:
-            print(f"invalid: {problem}", file=sys.stderr)
-        if result.problems:
-            failed += 1
-            print(f"{path}: {len(result.tasks)} task(s) valid, {len(result.problems)} problem(s)")
-        else:
-            print(f"ok: {path} ({len(result.tasks)} task(s)) [{domain.name}]")
+        for source in sources:
+            result = source.result
+            for problem in result.problems:
+                print(f"invalid: {problem}", file=sys.stderr)
+            if result.problems:
+                failed += 1
+                print(f"{path}: {len(result.tasks)} task(s) valid, {len(result.problems)} problem(s) "
+                      f"[{source.domain.name}, {source.format}]")
+            else:
+                print(f"ok: {path} ({len(result.tasks)} task(s)) [{source.domain.name}, {source.format}]")
     return 1 if failed else 0
-
-
-def _load_any(path: str, name: str | None, fmt: str | None) -> tuple[Domain, LoadResult]:
-    """Load ``path`` with the named domain, or with the domain that reads it best.
-
-    Without a name, every domain reads the path; a domain with no problems wins, else the one
-    that converted the most tasks (the first registered on a tie), so its problems are shown.
-    """
-    if name is not None:
-        domain = get_domain(name)
-        return domain, domain.load_tasks(path, format=fmt)
-    best: tuple[Domain, LoadResult] | None = None
-    error: TaskFileError | None = None
-    for domain in domains():
-        try:
-            result = domain.load_tasks(path, format=fmt)
-        except (TaskFileError, ConfigError) as exc:
-            if isinstance(exc, TaskFileError):
-                error = error or exc
-            continue
-        if not result.problems and result.tasks:
-            return domain, result
-        if best is None or len(result.tasks) > len(best[1].tasks):
-            best = (domain, result)
-    if best is None:
-        raise error or TaskFileError(path, "no domain reads this path; pass --domain.")
-    return best
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

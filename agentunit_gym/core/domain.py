@@ -50,8 +50,10 @@ __all__ = [
     "LoadProblem",
     "LoadResult",
     "Prompt",
+    "ProtocolPreset",
     "ReportSection",
     "TaskLoader",
+    "ToolAlias",
     "import_object",
 ]
 
@@ -244,6 +246,54 @@ class ReportSection:
 
 
 @dataclass(frozen=True)
+class ToolAlias:
+    """One tool as another benchmark release names it, mapped onto a tool of the env.
+
+    AgentBench FC calls the OS shell tool ``bash_action`` where the env has ``bash``: an
+    agent under that protocol sees :attr:`schema` and its calls reach :attr:`tool`.
+    """
+
+    schema: Mapping[str, Any]
+    """The OpenAI function-tool schema the agent sees: ``{"type": "function", "function": {...}}``."""
+    tool: str
+    """The env's tool a call of this alias becomes."""
+    arguments: Mapping[str, str | None] = field(default_factory=dict)
+    """Alias argument -> env argument; None drops the argument (e.g. a ``thought``). Arguments
+    not named here keep their name."""
+
+    def __post_init__(self) -> None:
+        function = self.schema.get("function") if isinstance(self.schema, Mapping) else None
+        if not isinstance(function, Mapping) or not function.get("name"):
+            raise ConfigError(f"tool alias for {self.tool!r}: schema must be {{'type': 'function', "
+                              "'function': {'name': ...}}.")
+        object.__setattr__(self, "schema", _frozen_mapping(self.schema))
+        object.__setattr__(self, "arguments", _frozen_mapping(self.arguments))
+
+    @property
+    def name(self) -> str:
+        """The tool name the agent calls."""
+        return str(self.schema["function"]["name"])
+
+
+@dataclass(frozen=True)
+class ProtocolPreset:
+    """What the domain changes under a named evaluation protocol (``eval --protocol NAME``).
+
+    The evaluator applies the protocol's generic settings itself (for ``agentbench``: end
+    the episode on an invalid action, the domain's :attr:`Domain.step_limit` for every
+    task); a preset adds what only the domain knows.
+    """
+
+    env_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the domain's env under this protocol (e.g. an observation cap)."""
+    tools: tuple[ToolAlias, ...] = ()
+    """The tool schemas agents see instead of the env's own; empty keeps the env's."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env_options", _frozen_mapping(self.env_options))
+
+
+@dataclass(frozen=True)
 class Domain:
     """Everything agentunit-gym needs to know about one domain.
 
@@ -284,6 +334,10 @@ class Domain:
     """Extra blocks of the report for runs with episodes of this domain."""
     description: str = ""
     """A paragraph for ``docs`` and ``tasks list``: what the agent does in this domain."""
+    protocols: Mapping[str, ProtocolPreset] = field(default_factory=dict)
+    """Per evaluation protocol (``"agentbench"``, ``"agentbench-fc"``), what this domain sets
+    under it: env options and the tool schemas of that benchmark release. A protocol the
+    domain does not name runs with the generic settings only."""
     criteria: Path | None = None
     """The judge's reviewed default criteria (a YAML file, ``docs/judge.md``); None: the judge's
     critic proposes them from the run's episodes."""
@@ -305,6 +359,7 @@ class Domain:
         loader_names = [lo.name for lo in self.loaders]
         if "native" in loader_names or len(set(loader_names)) != len(loader_names):
             raise ConfigError(f"domain {self.name!r}: loader names must be unique and not 'native'.")
+        object.__setattr__(self, "protocols", _frozen_mapping(self.protocols))
 
     # ------------------------------------------------------------ envs and backends
 

@@ -24,6 +24,7 @@ import functools
 import importlib
 import logging
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -188,6 +189,29 @@ def register_envs() -> None:
             if spec.id not in gym.registry:
                 gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),
                              disable_env_checker=False, additional_wrappers=(end_truncated,))
+    _register_spelling_hints()
+
+
+def _misspelled(wrong: str, env_id: str) -> Callable[..., gym.Env[str, str]]:
+    def refuse(**_: object) -> gym.Env[str, str]:
+        raise ConfigError(f"unknown env id {wrong!r}; did you mean {env_id}? (env ids are case-sensitive; "
+                          f"registered: {', '.join(env_ids())})")
+    return refuse
+
+
+def _register_spelling_hints() -> None:
+    """Register the other-case spellings of each id (``AgentUnit/Os-v0``, ``AgentUnit/os-v0``)
+    as entries that refuse with "did you mean AgentUnit/OS-v0?": gymnasium's own suggestion
+    does not catch a change of case, and a newcomer's first ``gym.make`` should not end in a
+    bare "doesn't exist". Making one raises a :class:`~agentunit_gym.errors.ConfigError`."""
+    real = set(env_ids())
+    for env_id in sorted(real):
+        namespace, _, rest = env_id.partition("/")
+        name, sep, version = rest.rpartition("-v")
+        for variant in sorted({name.lower(), name.upper(), name.capitalize(), name.title()} - {name}):
+            wrong = f"{namespace}/{variant}{sep}{version}"
+            if wrong not in real and wrong not in gym.registry:
+                gym.register(id=wrong, entry_point=_misspelled(wrong, env_id), disable_env_checker=True)
 
 
 def find_task(task_id: str, domain: str | None = None) -> tuple[Domain, TaskSpec]:

@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import inspect
 import json
+import os
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -211,19 +215,80 @@ class _CallableAgent:
         return self._fn(observation, info)
 
 
+def import_agent(spec: str) -> Any:
+    """The object ``spec`` names: ``module:attr`` (the current folder first on the path, as
+    ``python -m`` and pytest do) or ``path/to/file.py:attr``.
+
+    Raises:
+        ConfigError: the file or module is not found or fails to import, or lacks the attribute;
+            the message says where it looked.
+    """
+    source, _, attr = spec.rpartition(":")
+    if not source or not attr:
+        raise ConfigError(f"agent {spec!r} must be module:attr or file.py:attr.")
+    cwd = os.getcwd()
+    if source.endswith(".py") or "/" in source or os.sep in source:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            looked = path if path.is_absolute() else Path(cwd) / path
+            raise ConfigError(f"agent {spec!r}: no file {path} (looked for {looked}).")
+        module_name = f"_agentunit_user_agent_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ConfigError(f"agent {spec!r}: {path} is not a Python file.")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        # Its own folder on the path, so the file can import its neighbours.
+        folder = str(path.resolve().parent)
+        added = folder not in sys.path
+        if added:
+            sys.path.insert(0, folder)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's module may raise anything on import
+            sys.modules.pop(module_name, None)
+            raise ConfigError(f"agent {spec!r}: importing {path} raised {type(exc).__name__}: {exc}") from exc
+        where = str(path)
+    else:
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            module = importlib.import_module(source)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and source.startswith(exc.name):
+                raise ConfigError(
+                    f"agent {spec!r}: cannot import {source!r}: no such module (looked in the current folder "
+                    f"{cwd} and on sys.path). Run from the folder holding {source.split('.')[0]}.py, or pass the file: "
+                    f"--agent ./{source.replace('.', '/')}.py:{attr}.") from exc
+            raise ConfigError(f"agent {spec!r}: importing {source!r} failed: {exc}.") from exc
+        except Exception as exc:  # noqa: BLE001 - the user's module may raise anything on import
+            raise ConfigError(f"agent {spec!r}: importing {source!r} raised {type(exc).__name__}: {exc}") from exc
+        where = getattr(module, "__file__", None) or source
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"agent {spec!r}: {where} has no attribute {attr!r}.")
+        target = getattr(target, part)
+    return target
+
+
 def resolve_agent(
     spec: str,
     *,
     base_url: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
+    check_endpoint: bool = False,
     **options: Any,
 ) -> tuple[str, AgentFactory]:
     """Turn an ``--agent`` value into a label and a factory.
 
     Args:
-        spec: ``oracle``, ``random``, ``openai:<model>`` or ``<module>:<attr>``.
+        spec: ``oracle``, ``random``, ``openai:<model>``, ``<module>:<attr>`` (imported with the
+            current folder on the path, as ``python -m`` does) or ``<file.py>:<attr>``.
         base_url: the OpenAI-compatible endpoint (for ``openai:``).
         api_key_env: the environment variable holding the key (for ``openai:``).
+        check_endpoint: for ``openai:``, send one cheap request now and fail when the endpoint
+            does not answer (:func:`~agentunit_gym.eval.openai_agent.check_openai_endpoint`).
         **options: passed to :class:`~agentunit_gym.eval.openai_agent.OpenAIChatAgent`.
 
     Returns:
@@ -232,13 +297,14 @@ def resolve_agent(
     Raises:
         ConfigError: an unknown name, a module that does not import, an attribute that is
             neither a class nor a callable.
+        EndpointError: ``check_endpoint`` and the endpoint does not answer.
     """
     if spec == "oracle":
         return "oracle", OracleAgent
     if spec == "random":
         return "random", RandomAgent
     if spec.startswith("openai:"):
-        from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
+        from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig, check_openai_endpoint
 
         model = spec.split(":", 1)[1]
         if not model:
@@ -248,21 +314,14 @@ def resolve_agent(
             settings["base_url"] = base_url
         config = OpenAIConfig(**settings)
         config.api_key()  # fail now, not in the first episode, when the key is missing
+        if check_endpoint:
+            check_openai_endpoint(config)
         return f"openai:{model}", lambda: OpenAIChatAgent(config)
     if ":" not in spec:
         raise ConfigError(
-            f"unknown agent {spec!r}: use oracle, random, openai:<model>, or module:attr for your own."
+            f"unknown agent {spec!r}: use oracle, random, openai:<model>, module:attr or ./file.py:attr for your own."
         )
-    module_name, attr = spec.split(":", 1)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"agent {spec!r}: cannot import module {module_name!r} ({exc}).") from exc
-    target = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ConfigError(f"agent {spec!r}: module {module_name!r} has no attribute {attr!r}.")
-        target = getattr(target, part)
+    target = import_agent(spec)
     if isinstance(target, type):
         cls = target
         return spec, lambda: cls()

@@ -6,10 +6,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentunit_gym.core import registry
-from agentunit_gym.eval.routing import full_env_id
+from agentunit_gym.eval.routing import full_env_id, registered_env_ids
 
 VectorMode = Literal["sync", "threads", "async"]
+
+Protocol = Literal["agentunit", "agentbench", "agentbench-fc"]
+"""Evaluation protocols (``--protocol``): ``agentunit`` (feedback and continue on an invalid
+reply, each task's own turn limit, the env's observation caps and tools), ``agentbench``
+(AgentBench's settings: an invalid reply ends the episode, the domain's AgentBench turn
+limit for every task, AgentBench's observation caps, the ReAct prompt with the worked
+example), ``agentbench-fc`` (the same, with AgentBench FC's tool schemas)."""
+
+PROTOCOLS: tuple[str, ...] = ("agentunit", "agentbench", "agentbench-fc")
+
+InvalidAction = Literal["continue", "terminate"]
 
 DEFAULT_VECTOR_MODE: VectorMode = "threads"
 """The lockstep vector env that ``--vector`` names when a lockstep loop is asked for.
@@ -23,12 +33,13 @@ class EvalConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    envs: tuple[str, ...] = Field(default_factory=lambda: tuple(registry.env_ids()))
-    """Env ids, full or short (``OS-v0`` for ``AgentUnit/OS-v0``); default: every registered env."""
+    envs: tuple[str, ...] = Field(default=(), validate_default=True)
+    """Env ids (a short id, without the ``AgentUnit/`` namespace, works); empty for every
+    registered env."""
     agent: str = "oracle"
     """``oracle``, ``random``, ``openai:<model>`` or ``module:attr``."""
     backends: tuple[str, ...] = ("auto",)
-    """Backends; each applies to the envs of the domain that declares it (see ``routing.backend_for``)."""
+    """Backends; each applies to the env kinds it belongs to (docker/local: OS, mysql/sqlite: DB)."""
     n: int | None = Field(default=None, ge=1)
     """Tasks sampled per env (seeded); None for all."""
     runs: int = Field(default=1, ge=1)
@@ -49,17 +60,31 @@ class EvalConfig(BaseModel):
     step for every copy per turn, as an RL-style loop runs."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
+    tasks: tuple[str, ...] = ()
+    """Task files or folders (``--tasks``; native or a domain loader's format, e.g. AgentBench's
+    data), absolute paths. They replace the bundled suite of each domain they hold tasks of;
+    the envs of other domains keep their bundled suites (the CLI sets ``envs`` to the domains
+    the paths hold tasks of when no ``--env`` is given)."""
+    protocol: Protocol = "agentunit"
+    """The evaluation protocol (see :data:`Protocol`)."""
+    agent_settings: dict[str, Any] = Field(default_factory=dict)
+    """How the agent was reached (``base_url``, ``api_key_env``, ``mode``, ``max_rps``), so a
+    ``--resume`` without those options reaches it the same way. Never the key itself."""
+    invalid_action: InvalidAction = "continue"
+    """An invalid reply: ``continue`` shows feedback and goes on; ``terminate`` ends the
+    episode as IF/IA (AgentBench's behaviour; the ``agentbench`` protocols' default)."""
 
     @field_validator("envs")
     @classmethod
     def _full_ids(cls, envs: tuple[str, ...]) -> tuple[str, ...]:
-        # One spelling per env, so a resume with a short id matches a run made with the full one.
-        return tuple(full_env_id(e) for e in envs)
+        # One spelling per env, so a resume with ``OS-v0`` matches a run made with ``AgentUnit/OS-v0``.
+        return tuple(full_env_id(e) for e in envs) if envs else tuple(registered_env_ids())
 
     def resume_key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
-                                        "trap_rate", "seed", "env_options"})
+                                        "trap_rate", "seed", "env_options", "tasks", "protocol",
+                                        "invalid_action"})
 
 
-__all__ = ["DEFAULT_VECTOR_MODE", "EvalConfig", "VectorMode"]
+__all__ = ["DEFAULT_VECTOR_MODE", "PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]

@@ -36,6 +36,7 @@ from agentunit_gym.eval.slots import (
     agent_failure,
     agent_timeout,
     finish,
+    record_task_error,
     retry_or_record,
 )
 
@@ -126,6 +127,9 @@ class _Scheduler:
         if packet.kind == "infra_error":
             retry_or_record(slot, packet.error, queue, self.config.max_infra_retries, self.agent_label, self.sink)
             return
+        if packet.kind == "task_error":
+            record_task_error(slot, packet.error, self.agent_label, self.sink)
+            return
         slot.info, slot.observation = dict(packet.info), observation
         try:
             await reset_agent_async(slot.agent, slot.info, self.agent_pool)
@@ -140,6 +144,8 @@ class _Scheduler:
             packet = info["packet"]
             if packet.kind == "infra_error":
                 retry_or_record(slot, packet.error, queue, self.config.max_infra_retries, self.agent_label, self.sink)
+            elif packet.kind == "task_error":
+                record_task_error(slot, packet.error, self.agent_label, self.sink)
             elif terminated or truncated:
                 finish(slot, packet, self.agent_label, self.sink)
             else:

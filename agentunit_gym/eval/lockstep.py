@@ -38,6 +38,7 @@ from agentunit_gym.eval.slots import (
     agent_failure,
     agent_timeout,
     finish,
+    record_task_error,
     retry_or_record,
 )
 from agentunit_gym.eval.vector import ThreadedVectorEnv, make_vector_env
@@ -94,6 +95,9 @@ def run_lockstep(config: EvalConfig, items: list[WorkItem], agent_factory: Agent
                 packet: Packet = packets[i]
                 if packet.kind == "infra_error":
                     retry_or_record(slot, packet.error, queue, config.max_infra_retries, agent_label, sink)
+                    needs_reset[i] = True
+                elif packet.kind == "task_error":
+                    record_task_error(slot, packet.error, agent_label, sink)
                     needs_reset[i] = True
                 elif terminated[i] or truncated[i]:
                     finish(slot, packet, agent_label, sink)
@@ -177,6 +181,10 @@ def _reset_slots(vec: AnyVectorEnv, slots: list[Slot], mask: np.ndarray, queue: 
         packet: Packet = packets[i]
         if packet.kind == "infra_error":
             retry_or_record(slot, packet.error, queue, config.max_infra_retries, agent_label, sink)
+            again[i] = True
+            continue
+        if packet.kind == "task_error":
+            record_task_error(slot, packet.error, agent_label, sink)
             again[i] = True
             continue
         slot.info = dict(packet.info)

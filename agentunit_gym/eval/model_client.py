@@ -446,8 +446,8 @@ class ModelClient:
     def _spent(self, last_error: str) -> ModelAPIError:
         return ModelAPIError(
             f"{self.config.base_url.rstrip('/')}/chat/completions failed after {self.config.max_retries + 1} attempts "
-            f"within {self.config.turn_deadline_s:g} s (last: {last_error}). Is the server up? Raise the retries "
-            "or the deadline if it is just slow.")
+            f"within {self.config.turn_deadline_s:g} s (last: {last_error}). Is the server up at --base-url? If it is "
+            "just slow, lower --concurrency or set --max-rps.")
 
     def _completion(self, response: Any, latency: float) -> Completion:
         if isinstance(response, str):  # the SDK hands back a body it could not parse as JSON

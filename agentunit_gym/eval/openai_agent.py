@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 from agentunit_gym.core.domain import Prompt
 from agentunit_gym.core.registry import domain_names, get_domain
 from agentunit_gym.core.trace import AgentReply
+from agentunit_gym.errors import EndpointError
 from agentunit_gym.eval.model_client import (
     DEFAULT_PRICES,
     ModelAPIError,
@@ -110,7 +113,8 @@ class OpenAIChatAgent:
         """Start a new conversation for the task in ``info``."""
         self._tools = list(info.get("tools") or [])
         self._messages = [{"role": "system", "content": system_prompt(info, self.config.mode)}]
-        self._messages += example_turns(info, self.config.mode)
+        if not info.get("protocol_tools"):  # the worked example uses the env's own tool names
+            self._messages += example_turns(info, self.config.mode)
         self._pending_tool_call = None
 
     async def act(self, observation: str, info: dict[str, Any]) -> str:
@@ -157,5 +161,53 @@ class OpenAIChatAgent:
         return str(content)
 
 
-__all__ = ["DEFAULT_PRICES", "ModelAPIError", "OpenAIChatAgent", "OpenAIConfig", "context_limit_message",
-           "example_turns", "load_price_table", "system_prompt"]
+ENDPOINT_CHECK_TIMEOUT_S = 10.0
+"""Deadline of the one request :func:`check_openai_endpoint` sends."""
+
+
+def check_openai_endpoint(config: OpenAIConfig, timeout_s: float = ENDPOINT_CHECK_TIMEOUT_S) -> None:
+    """Send one cheap request (``GET <base_url>/models``) and fail when the endpoint does not work.
+
+    Any HTTP answer proves the server is there (a server without ``/models`` answers 404 or
+    405, which is fine); a refused connection, an unknown host, a timeout, or a 401/403
+    (the key is refused) is an error naming the URL. Called once before the first episode,
+    so a run against a dead endpoint stops in seconds instead of recording every episode as
+    an error.
+
+    Raises:
+        EndpointError: the endpoint does not answer, or refuses the key.
+    """
+    url = config.base_url.rstrip("/") + "/models"
+    headers: dict[str, str] = {}
+    key = config.api_key()
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        status, body = _get(request, timeout_s)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise EndpointError(
+            f"the model endpoint {config.base_url} does not answer ({type(exc).__name__}: {reason}). "
+            "Start the server, or fix --base-url (it ends in /v1 for most servers)."
+        ) from exc
+    if status in (401, 403):
+        raise EndpointError(
+            f"the model endpoint {config.base_url} refused the key (HTTP {status}: {body[:200]}). "
+            f"Check ${config.api_key_env}, or name another variable with --api-key-env."
+        )
+
+
+def _get(request: urllib.request.Request, timeout: float) -> tuple[int, str]:
+    """One blocking request of the endpoint check: ``(status, body)``; an HTTP error status is
+    returned, a connection failure raises. (The check asks whether the server answers at all,
+    before any SDK client is made; model calls go through :mod:`~agentunit_gym.eval.model_client`.)"""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return int(resp.status), resp.read(65536).decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(65536).decode("utf-8", "replace")
+
+
+__all__ = ["DEFAULT_PRICES", "ModelAPIError", "OpenAIChatAgent", "OpenAIConfig", "check_openai_endpoint",
+           "context_limit_message", "example_turns", "load_price_table", "system_prompt"]

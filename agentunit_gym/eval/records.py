@@ -33,10 +33,12 @@ class EpisodeRecord(BaseModel):
     run: int
     seed: int
     agent: str
-    status: Literal["done", "agent_error", "infra_error"]
+    status: Literal["done", "agent_error", "infra_error", "task_error"]
     """``done``: the episode ended in the env (also when the agent's model ran out of
     context: finish reason ``context_limit``); ``agent_error``: the agent raised (counted as
-    a failure, never retried); ``infra_error``: retries spent (re-run by ``--resume``)."""
+    a failure, never retried); ``infra_error``: retries spent (re-run by ``--resume``);
+    ``task_error``: the task itself failed on this backend (its reference solution does not
+    run there), recorded with the reason and never retried."""
     attempts: int = 1
     success: bool = False
     reward: float = 0.0

@@ -48,7 +48,24 @@ def domain_sections(per_domain: dict[str, Any]) -> str:
 
 
 REPORT_CAP = 600
-"""Characters of each prompt, action and observation embedded in the report."""
+"""Characters of each action and observation embedded in the report."""
+
+PROMPT_CAP = 4000
+"""Characters of each episode's prompt embedded in the report (the task is at its end)."""
+
+
+def clip(text: str, cap: int) -> str:
+    """``text`` cut to about ``cap`` characters at a sentence or line end, saying how much was left out.
+
+    Example: ``clip("One. Two. Three.", 10) == "One. Two. [... 7 more characters]"``.
+    """
+    if len(text) <= cap:
+        return text
+    head = text[:cap]
+    cut = max(head.rfind(". "), head.rfind(".\n"), head.rfind("\n"))
+    if cut >= cap // 2:
+        head = head[: cut + 1]
+    return f"{head.rstrip()} [... {len(text) - len(head)} more characters]"
 
 FINISH_COLOURS = {
     "Complete": "#3a9d5d", "CLE": "#8e6cc9", "IF": "#e0a030", "IA": "#d9653b", "TLE": "#4a7fd0", "Error": "#777777",
@@ -215,9 +232,10 @@ def _trace_data(run_dir: Path) -> list[dict[str, Any]]:
             "success": bool(t.score and t.score.success),
             "reward": t.score.reward if t.score else 0.0,
             "finish": t.finish_reason.abbreviation if t.finish_reason else "?",
-            "detail": t.finish_detail[:REPORT_CAP],
-            "prompt": t.prompt[:REPORT_CAP],
-            "steps": [{"index": s.index, "action": s.raw_action[:REPORT_CAP], "observation": s.observation[:REPORT_CAP],
+            "detail": clip(t.finish_detail, REPORT_CAP),
+            "prompt": clip(t.prompt, PROMPT_CAP),
+            "steps": [{"index": s.index, "action": clip(s.raw_action, REPORT_CAP),
+                       "observation": clip(s.observation, REPORT_CAP),
                        "flags": [f.value for f in s.flags]} for s in t.steps],
         })
     return out
@@ -237,6 +255,8 @@ def write_report(run_dir: Path) -> Path:
     config = summary.get("config", {})
     title = f"{config.get('agent', '?')} on {', '.join(config.get('envs', []))}"
     meta = (f"{summary['episodes']} episodes | agent {html.escape(str(config.get('agent')))} | "
+            f"protocol {html.escape(str(config.get('protocol', 'agentunit')))} (invalid action: "
+            f"{html.escape(str(config.get('invalid_action', 'continue')))}) | "
             f"backends {html.escape(', '.join(summary.get('backends', [])))} | agentunit-gym "
             f"{html.escape(summary['package_version'])} | git {html.escape(str(summary.get('git_revision')))} | "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(summary['created_at']))}")

@@ -6,6 +6,7 @@ they are the ones that read the domain registry.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import gymnasium as gym
 
 from agentunit_gym.core import registry
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.spec import TaskSpec
 
 EnvFactory = Callable[[str, dict[str, Any]], gym.Env[str, str]]
 """Makes one env (the standard stack) for an env id and options."""
@@ -26,6 +28,11 @@ def full_env_id(env_id: str) -> str:
     """
     full = registry.full_env_id(env_id)
     return full if "/" in full else f"AgentUnit/{full}"
+
+
+def registered_env_ids() -> list[str]:
+    """Every env id of every registered domain (a run's default)."""
+    return registry.env_ids()
 
 
 def env_domain(env_id: str) -> str | None:
@@ -55,20 +62,75 @@ def backend_for(env_id: str, backends: Sequence[str]) -> str:
     return mine[0] if mine else "auto"
 
 
+def protocol_options(env_id: str, protocol: str, explicit: dict[str, Any]) -> dict[str, Any]:
+    """The env options ``protocol`` sets for ``env_id`` (options in ``explicit`` win).
+
+    ``agentunit`` sets nothing. The AgentBench protocols set the domain's AgentBench turn
+    limit for every task (a task's own ``max_steps`` no longer counts) and whatever the
+    domain's :class:`~agentunit_gym.core.domain.ProtocolPreset` adds (observation caps).
+    """
+    domain = registry.domain_of_env(env_id)
+    if protocol == "agentunit" or domain is None:
+        return {}
+    options: dict[str, Any] = {"max_steps": domain.step_limit}
+    preset = domain.protocols.get(protocol)
+    if preset is not None:
+        options.update(preset.env_options)
+    return {k: v for k, v in options.items() if k not in explicit}
+
+
+@functools.lru_cache(maxsize=8)
+def _tasks_of(paths: tuple[str, ...]) -> dict[str, list[TaskSpec]]:
+    from agentunit_gym.core.task_sources import load_sources, tasks_by_domain
+
+    return tasks_by_domain(load_sources(paths))
+
+
+def task_options(env_id: str, paths: Sequence[str]) -> dict[str, Any]:
+    """``{"tasks": [...]}`` when the ``--tasks`` paths hold tasks of ``env_id``'s domain, else ``{}``
+    (the env keeps its bundled suite). Read once per process for the same paths.
+
+    Raises:
+        TaskFileError: a path that no domain can read.
+    """
+    if not paths:
+        return {}
+    name = env_domain(env_id)
+    found = _tasks_of(tuple(paths)).get(name or "")
+    return {"tasks": list(found)} if found else {}
+
+
+def task_domains(paths: Sequence[str]) -> list[str]:
+    """The names of the domains the ``--tasks`` paths hold tasks of, in registry order."""
+    found = _tasks_of(tuple(paths))
+    return [d.name for d in registry.domains() if d.name in found]
+
+
 def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, str]:
     """The standard evaluation stack (``make_eval_env``); the bare env if the stack is missing.
 
-    ``options`` may hold ``max_seconds`` and ``trap_rate`` (for the stack) and env keyword
-    arguments such as ``backend``.
+    ``options`` may hold ``max_seconds``, ``trap_rate`` and ``invalid_policy`` (for the
+    stack), ``protocol`` (wraps the env in :class:`~agentunit_gym.wrappers.aliases.RenameTools`
+    when the domain's preset of that protocol renames tools) and env keyword arguments such
+    as ``backend``.
     """
+    protocol = options.pop("protocol", None)
     try:
         from agentunit_gym.wrappers.stack import make_eval_env
     except ImportError:
-        bare = {k: v for k, v in options.items() if k not in ("max_seconds", "trap_rate")}
-        return gym.make(env_id, **bare)
-    stack_options = {k: v for k, v in options.items() if not (k == "trap_rate" and v is None)}
-    return make_eval_env(env_id, **stack_options)
+        bare = {k: v for k, v in options.items() if k not in ("max_seconds", "trap_rate", "invalid_policy")}
+        env = gym.make(env_id, **bare)
+    else:
+        stack_options = {k: v for k, v in options.items() if not (k == "trap_rate" and v is None)}
+        env = make_eval_env(env_id, **stack_options)
+    domain = registry.domain_of_env(env_id)
+    preset = domain.protocols.get(protocol) if domain is not None and protocol else None
+    if preset is not None and preset.tools:
+        from agentunit_gym.wrappers.aliases import RenameTools
+
+        env = RenameTools(env, preset.tools)
+    return env
 
 
 __all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
-           "full_env_id"]
+           "full_env_id", "protocol_options", "registered_env_ids", "task_domains", "task_options"]

@@ -57,6 +57,8 @@ from agentunit_gym.eval.routing import (
     default_env_factory,
     env_domain,
     full_env_id,
+    protocol_options,
+    task_options,
 )
 from agentunit_gym.eval.schedule import INFRA_ERRORS, ScheduleEpisodes
 from agentunit_gym.eval.slots import ProgressFn, RecordSink
@@ -109,7 +111,9 @@ def run_episodes(
     run_dir.mkdir(parents=True, exist_ok=True)
     check_run_dir(paths, config, resume)
     previous = read_records(paths.episodes) if resume else []
-    done = {r.key for r in previous if r.status != "infra_error"}
+    # Episodes that failed on infrastructure or in the agent (an endpoint that was down) run
+    # again; finished episodes and task errors (the task itself cannot run here) do not.
+    done = {r.key for r in previous if r.status not in ("infra_error", "agent_error")}
     writer = RecordWriter(paths)
     setup_s = 0.0
     # The env that lists an env id's tasks (the probe) then runs them, as the first copy:
@@ -168,7 +172,13 @@ def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_facto
 def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
     """The env keyword arguments of ``env_id`` in this run (backend, limits, traps, extras)."""
     options: dict[str, Any] = {"backend": backend_for(env_id, config.backends), **config.env_options}
+    options.update(protocol_options(env_id, config.protocol, config.env_options))
+    options.update(task_options(env_id, config.tasks))
     options["max_seconds"] = config.episode_timeout_s
+    if config.invalid_action != "continue":
+        options["invalid_policy"] = config.invalid_action
+    if config.protocol != "agentunit":
+        options["protocol"] = config.protocol
     if config.trap_rate is not None:
         options["trap_rate"] = config.trap_rate
     return options

@@ -23,12 +23,17 @@ from agentunit_gym.errors import (
     BackendError,
     BackendTimeoutError,
     BackendUnavailableError,
+    TaskFileError,
 )
 from agentunit_gym.eval.agents import REFERENCE_KEY
 from agentunit_gym.wrappers.trace import finished_trace, new_trace, step_record
 
 INFRA_ERRORS: tuple[type[BaseException], ...] = (BackendError, BackendTimeoutError, BackendUnavailableError)
 """Errors that are the infrastructure's fault: the episode is retried."""
+
+TASK_ERRORS: tuple[type[BaseException], ...] = (TaskFileError,)
+"""Errors that are the task's fault (a reference solution that fails on this backend): the
+episode is recorded as ``task_error``, never retried, and the run goes on."""
 
 OBSERVATION_CAP = 4000
 """Characters of each observation and reply kept in a trace the scheduler builds itself."""
@@ -61,7 +66,7 @@ class Packet:
     """What one copy reports to the runner after a reset or a step (opaque to gymnasium's
     info batching, which would otherwise split nested dicts into arrays)."""
 
-    kind: Literal["reset", "step", "idle", "infra_error"]
+    kind: Literal["reset", "step", "idle", "infra_error", "task_error"]
     info: dict[str, Any] = field(default_factory=dict)
     trace: EpisodeTrace | None = None
     error: str = ""
@@ -120,6 +125,9 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
         except INFRA_ERRORS as exc:
             self._current = None
             return "", {"packet": Packet("infra_error", error=f"{type(exc).__name__}: {exc}")}
+        except TASK_ERRORS as exc:
+            self._current = None
+            return "", {"packet": Packet("task_error", error=f"{type(exc).__name__}: {exc}")}
         info["seed"] = current.seed
         self._trace = new_trace(
             obs, info, episode_id=current.key, env_id=self.env_id, domain=str(info.get("domain", "")),
@@ -143,6 +151,9 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
         except INFRA_ERRORS as exc:
             self._current = None
             return "", 0.0, True, False, {"packet": Packet("infra_error", error=f"{type(exc).__name__}: {exc}")}
+        except TASK_ERRORS as exc:
+            self._current = None
+            return "", 0.0, True, False, {"packet": Packet("task_error", error=f"{type(exc).__name__}: {exc}")}
         timing = info.get("timing")
         usage = action.usage if isinstance(action, AgentReply) and action.usage is not None else Usage()
         self._steps.append(step_record(

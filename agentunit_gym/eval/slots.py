@@ -11,7 +11,7 @@ from typing import Any
 
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
-from agentunit_gym.errors import AgentContextLimitError
+from agentunit_gym.errors import AgentContextLimitError, RunStoppedError
 from agentunit_gym.eval.agents import Agent
 from agentunit_gym.eval.plan import WorkItem
 from agentunit_gym.eval.records import EpisodeRecord, RecordWriter
@@ -24,8 +24,25 @@ WorkQueue = deque[tuple[WorkItem, int]]
 """Work items waiting to run, each with its attempt number (1 for a first try)."""
 
 
+STOP_AFTER_FAILURES = 5
+"""Episodes that must have failed for one reason before a run can be stopped early."""
+
+STOP_SHARE = 0.8
+"""Share of the finished episodes that must have failed for that one reason."""
+
+
+def failure_reason(record: EpisodeRecord) -> str | None:
+    """The reason an episode failed on infrastructure or the agent's endpoint, None when it ran."""
+    if record.status not in ("agent_error", "infra_error") or not record.error:
+        return None
+    return record.error.splitlines()[0]
+
+
 class RecordSink:
-    """Writes each finished episode (record and trace) and reports progress."""
+    """Writes each finished episode (record and trace), reports progress, and stops a run
+    whose episodes mostly fail for the same reason (a dead endpoint, a stopped daemon):
+    after :data:`STOP_AFTER_FAILURES` such failures that make up :data:`STOP_SHARE` of the
+    episodes this run finished, it raises :class:`~agentunit_gym.errors.RunStoppedError`."""
 
     def __init__(self, writer: RecordWriter, done: int, total: int, progress: ProgressFn | None) -> None:
         self.writer = writer
@@ -33,6 +50,7 @@ class RecordSink:
         self.total = total
         self.progress = progress
         self.written: list[EpisodeRecord] = []
+        self._failures: dict[str, int] = {}
 
     def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
         record = self.writer.write(record, trace)
@@ -40,6 +58,14 @@ class RecordSink:
         self.done += 1
         if self.progress is not None:
             self.progress(record, self.done, self.total)
+        reason = failure_reason(record)
+        if reason is not None:
+            count = self._failures[reason] = self._failures.get(reason, 0) + 1
+            if count >= STOP_AFTER_FAILURES and count >= STOP_SHARE * len(self.written):
+                raise RunStoppedError(
+                    f"stopped early: {count} of the {len(self.written)} episodes finished so far failed for the "
+                    f"same reason: {reason[:300]}. The {len(self.written)} finished episodes are saved."
+                )
 
 
 @dataclass
@@ -115,5 +141,17 @@ def retry_or_record(slot: Slot, error: str, queue: WorkQueue, max_retries: int, 
     slot.item = None
 
 
+def record_task_error(slot: Slot, error: str, agent_label: str, sink: RecordSink) -> None:
+    """The task failed on this backend (its reference does not run there): record it, never
+    retry it, free the slot; the run goes on."""
+    assert slot.item is not None
+    it = slot.item
+    sink.record(EpisodeRecord(key=it.key, env_id=it.env_id, task_id=it.task_id, run=it.run, seed=it.seed,
+                              agent=agent_label, status="task_error", attempts=slot.attempts,
+                              finish_reason=FinishReason.ERROR.value, wall_s=time.time() - slot.started,
+                              error=error), None)
+    slot.item = None
+
+
 __all__ = ["ProgressFn", "RecordSink", "Slot", "WorkQueue", "agent_failure", "agent_timeout", "finish",
-           "retry_or_record"]
+           "record_task_error", "retry_or_record"]

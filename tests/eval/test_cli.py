@@ -43,7 +43,7 @@ def test_eval_oracle_end_to_end(tmp_path: Path, env: str, backend: str, capsys: 
 def test_eval_rejects_a_used_output_without_resume(tmp_path: Path) -> None:
     args = ["eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "1", "--output", str(tmp_path), "--quiet"]
     assert main(args) == 0
-    assert main(args) == 1  # a ConfigError, reported as an error message
+    assert main(args) == 2  # a ConfigError (a user mistake), reported as one line
 
 
 def test_compare_flags_a_real_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,7 +84,7 @@ def test_resume_after_a_killed_run_finishes_exactly_the_missing_episodes(tmp_pat
         proc.wait(timeout=10)
     before = read_records(episodes)
     assert 4 <= len(before) < 12
-    assert main([*args[:-4], "--agent", "oracle", "--output", str(out), "--resume"]) == 1  # other agent: refused
+    assert main([*args[:-4], "--agent", "oracle", "--output", str(out), "--resume"]) == 2  # other agent: refused
     code = main([*args, "--resume"])
     assert code == 0
     after = read_records(episodes)

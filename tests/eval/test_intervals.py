@@ -150,3 +150,18 @@ def test_compare_pairs_runs_by_task_and_unpairs_disjoint_sets() -> None:
     unpaired = {c.name: c for c in compare_episodes(a, other, seed=1)}["success_rate"]
     assert unpaired.method == "unpaired_bootstrap" and unpaired.p_value is None
     assert unpaired.diff_low is not None and unpaired.diff_low > 0
+
+
+def test_a_few_tasks_moving_together_are_not_enough_for_the_exact_test() -> None:
+    from agentunit_gym.eval.compare import compare_episodes
+    from agentunit_gym.eval.metrics import Episode
+    from tests.eval.tracekit import step, trace
+
+    def run(solved: bool) -> list[Episode]:
+        return [Episode(trace(f"t{t}", [step(1, tool="answer", arg="x")], success=solved), run=r)
+                for t in range(3) for r in range(2)]
+
+    success = {c.name: c for c in compare_episodes(run(False), run(True), seed=0)}["success_rate"]
+    # Every replicate of 3 tasks gives +100 pp, but 3 wins of 3 has p = 2/8: not significant.
+    assert (success.diff_low, success.diff_high) == (1.0, 1.0)
+    assert success.p_value == pytest.approx(0.25) and not success.significant and success.verdict == "same"

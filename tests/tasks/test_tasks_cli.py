@@ -47,8 +47,8 @@ def test_show_prints_the_task_as_yaml(capsys: pytest.CaptureFixture[str]) -> Non
     assert data["evaluation"]["match"]["answer"] == "item-037-6"
 
 
-def test_show_unknown_id_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tasks", "show", "os-no-such-task", "--domain", "os"]) == 1
+def test_show_unknown_id_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "show", "os-no-such-task", "--domain", "os"]) == 2
     assert "no bundled task 'os-no-such-task'" in capsys.readouterr().err
 
 
@@ -88,4 +88,4 @@ def test_domain_table() -> None:
         get_domain("kg2")
     with pytest.raises(TaskNotFoundError):
         find_task("nope", "os")
-    assert main(["tasks", "schema", "--domain", "kg2"]) == 1
+    assert main(["tasks", "schema", "--domain", "kg2"]) == 2

@@ -13,6 +13,7 @@ picks, labelled like every container of ours, and removes it on ``close()``.
 
 from __future__ import annotations
 
+import importlib.metadata
 import shutil
 import sys
 import time
@@ -31,18 +32,30 @@ CONTAINER_PORT = "7878/tcp"
 _READY_TIMEOUT_S = 60.0
 
 
+def _is_executable_binary(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
 def oxigraph_binary() -> Path:
     """The ``oxigraph`` server binary of the current Python environment.
 
     Raises:
         ImageBuildError: it is not installed.
     """
-    candidates = [Path(sys.prefix) / "bin" / "oxigraph"]
+    candidates = [Path(p) / "bin" / "oxigraph" for p in dict.fromkeys((sys.prefix, sys.base_prefix))]
+    try:
+        files = importlib.metadata.distribution("oxigraph").files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    candidates += [Path(str(f.locate())) for f in files if f.name == "oxigraph" and f.parent.name == "bin"]
     found = shutil.which("oxigraph")
     if found:
         candidates.append(Path(found))
     for path in candidates:
-        if path.is_file():
+        # The image needs the server itself: a version manager's shim (pyenv's is a shell
+        # script) found on PATH would be copied in and fail there.
+        if path.is_file() and _is_executable_binary(path):
             return path
     raise ImageBuildError(
         "the kg image needs the Oxigraph server binary: pip install \"agentunit-gym[kg-server]\" "

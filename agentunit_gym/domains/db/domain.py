@@ -8,6 +8,7 @@ from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
 from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.db.prompt import PROMPT
+from agentunit_gym.domains.db.protocols import PROTOCOLS
 from agentunit_gym.domains.db.task import DBTask
 
 _HERE = Path(__file__).parent
@@ -38,6 +39,7 @@ DOMAIN = Domain(
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
+    protocols=PROTOCOLS,
     metrics=METRICS,
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,

@@ -121,8 +121,28 @@ def _load_file(path: Path, *, prefix: str, script_dir: Path, problems: list[Load
     return tasks
 
 
+def _single_file(path: Path) -> tuple[Path, str, Path] | None:
+    """``(file, id prefix, script folder)`` when ``path`` is one problem file of AgentBench's OS
+    data (``os_interaction/data/dev.json`` or ``os_interaction/data/<N>/<name>.json``), with
+    the ``scripts`` folder beside ``data``, as AgentBench's configs pair them."""
+    if not path.is_file() or path.suffix != ".json":
+        return None
+    if path.parent.name == "data" and path.stem == "dev":
+        root = path.parent.parent
+        prefix, scripts = "dev-001", root / "scripts" / "dev"
+    elif path.parent.name.isdigit() and path.parent.parent.name == "data":
+        root = path.parent.parent.parent
+        prefix, scripts = f"std-{int(path.parent.name):03d}", root / "scripts" / path.parent.name
+    else:
+        return None
+    return (path, prefix, scripts) if (root / "scripts").is_dir() else None
+
+
 def is_agentbench_os(path: Path) -> bool:
-    """Whether ``path`` is an AgentBench checkout's ``data/`` (or ``os_interaction``) folder."""
+    """Whether ``path`` is an AgentBench checkout's ``data/`` (or ``os_interaction``) folder, or
+    one of its problem files (``os_interaction/data/dev.json``, ``os_interaction/data/1/*.json``)."""
+    if _single_file(path) is not None:
+        return True
     if not path.is_dir():
         return False
     try:
@@ -133,13 +153,19 @@ def is_agentbench_os(path: Path) -> bool:
 
 
 def collect_agentbench_os(path: Path) -> LoadResult:
-    """Every split of an AgentBench OS folder; an item that does not convert is a problem, not a stop.
+    """Every split of an AgentBench OS folder (or the one problem file given); an item that does
+    not convert is a problem, not a stop.
 
     Raises:
         TaskFileError: ``path`` holds no AgentBench OS data.
     """
     problems: list[LoadProblem] = []
-    tasks = load_agentbench_os(path, problems=problems)
+    single = _single_file(path)
+    if single is not None:
+        file, prefix, scripts = single
+        tasks = _load_file(file, prefix=prefix, script_dir=scripts, problems=problems)
+    else:
+        tasks = load_agentbench_os(path, problems=problems)
     return LoadResult(tuple(tasks), tuple(problems))
 
 

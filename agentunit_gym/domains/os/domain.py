@@ -7,6 +7,7 @@ from pathlib import Path
 from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, ReportSection, TaskLoader
 from agentunit_gym.domains.os.agentbench import collect_agentbench_os, is_agentbench_os
 from agentunit_gym.domains.os.prompt import PROMPT
+from agentunit_gym.domains.os.protocols import PROTOCOLS
 from agentunit_gym.domains.os.task import OSTask
 
 _HERE = Path(__file__).parent
@@ -37,6 +38,7 @@ DOMAIN = Domain(
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
+    protocols=PROTOCOLS,
     report_sections=(
         ReportSection("OS: grading", ("exact_match", "success_rate", "step_efficiency"),
                       "Tasks graded by a match compare the answer; check tasks run their pipeline."),
