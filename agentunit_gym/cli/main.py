@@ -37,7 +37,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"agentunit_gym.cli.{name}_cmd").register(sub)
+    _register_domain_commands(sub)
     return parser
+
+
+def _register_domain_commands(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """Commands a domain package brings: its ``cli`` module's ``register(subparsers)``, if any
+    (e.g. ``agentunit-gym webshop serve``), so no domain is named here."""
+    from agentunit_gym.core import registry
+
+    for domain in registry.domains():
+        package = domain.task_model.__module__.rpartition(".")[0]
+        try:
+            module = importlib.import_module(f"{package}.cli")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{package}.cli":
+                continue
+            raise
+        register = getattr(module, "register", None)
+        if callable(register):
+            register(sub)
 
 
 class _OncePerMessage(logging.Filter):

@@ -224,7 +224,7 @@ def test_bundled_criteria_parse_for_every_registered_domain() -> None:
         if domain.criteria is not None:
             table = bundled_criteria(domain.name)
             assert table["*"] and all(len(c.accepted_values) >= 2 for c in table["*"])
-    assert bundled_criteria("os") and bundled_criteria("db") and bundled_criteria("kg")
+    assert bundled_criteria("os") and bundled_criteria("db") and bundled_criteria("kg") and bundled_criteria("webshop")
 
 
 def test_criteria_file_errors_name_the_place(tmp_path: Path) -> None:

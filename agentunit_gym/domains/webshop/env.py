@@ -1,0 +1,280 @@
+"""``AgentUnit/WebShop-v0``: WebShop's search-and-click shop, in process or over HTTP.
+
+The agent reads WebShop's text-mode page and AgentBench's list of available actions, and
+replies with one action:
+
+- ``search[keywords]`` (tool ``search(keywords)``): only on the search page.
+- ``click[value]`` (tool ``click(value)``): a value from the clickables, case-insensitive.
+  ``click[Buy Now]`` on an item page buys the product and ends the episode (tool
+  ``buy_now()`` does the same).
+
+In text, the action is found as AgentBench finds it: the first ``Action:`` followed by
+``search[...]`` or ``click[...]`` (the brackets end at the first ``]``). A reply without
+one is an invalid format. A click on something the page does not offer, or a search where
+there is no search box, is an invalid action; the feedback lists what can be clicked.
+
+Reward: WebShop's reward of the purchase in [0, 1]; success means reward 1. Every part
+(type match, attribute and option matches, price) is in ``info["score"]["components"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentunit_gym.backends.shop.base import MoveResult, PageView, ShopBackend, ShopSession
+from agentunit_gym.backends.shop.catalog import Catalog
+from agentunit_gym.core.actions import (
+    Action,
+    ActionError,
+    ActionIssue,
+    Param,
+    ToolSpec,
+    looks_like_json_call,
+    split_json_call,
+)
+from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.score import Score
+from agentunit_gym.domains.webshop.domain import DOMAIN
+from agentunit_gym.domains.webshop.task import WebShopTask
+from agentunit_gym.errors import ConfigError, EpisodeStateError
+
+log = logging.getLogger(__name__)
+
+
+_AGENTBENCH_TOOLS = {"search_action": ("search", "keywords"), "click_action": ("click", "value")}
+"""AgentBench's tool-calling WebShop task names its tools so; their one argument is the value."""
+
+_ACTION = re.compile(r"[Aa]ction: *\n* *((search|click)\[(.+?)])", re.DOTALL)
+_OTHER = re.compile(r"[Aa]ction: *\n* *([A-Za-z_]\w*)\s*\[")
+
+GRAMMAR = "Thought:\nI think ...\n\nAction:\nsearch[keywords]\nor\nAction:\nclick[value]"
+
+INTRO = f"{DOMAIN.prompt.system}\n\nReply with your reasoning, then one action, in this format:\n\n{GRAMMAR}"
+
+
+def format_observation(view: PageView, *, first: bool = False) -> str:
+    """A page as the agent reads it, in AgentBench's layout."""
+    head = "The initial observation" if first else "Observation"
+    return f"{head}:\n{view.text}\n\nAvailable Actions:\n{json.dumps(view.available_actions(), ensure_ascii=False)}"
+
+
+class WebShopEnv(AgentEnv[WebShopTask]):
+    """WebShop as a gymnasium env.
+
+    Args:
+        backend: ``"auto"`` or ``"embedded"`` (the shop in this process), or ``"server"``
+            (the shop server in a container, or at ``url``).
+        url: an existing shop server (``http://host:port``), for ``backend="server"``.
+        tasks: the suite: None for the bundled goals, task files or folders, or task specs.
+        max_steps: turn limit (default: the task's, else 10 as in AgentBench).
+        invalid_action: ``"continue"`` or ``"terminate"`` (AgentBench's policy).
+        render_mode: None or ``"ansi"``.
+        catalog_size, catalog_seed: the generated catalog (default 100k products, seed 0).
+        webshop_data: a folder with WebShop's own files instead of the generated catalog.
+        shop_backend: an already open shop backend to use; the env does not close it.
+
+    Raises:
+        ConfigError: an unknown option value.
+        BackendUnavailableError: the shop server cannot be started or reached.
+    """
+
+    domain: ClassVar[str] = DOMAIN.name
+    task_model = WebShopTask
+    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    grammar: ClassVar[str] = GRAMMAR
+    tools: ClassVar[tuple[ToolSpec, ...]] = (
+        ToolSpec("search", "Search the shop (only where there is a search bar).",
+                 (Param("keywords", "string", "the search keywords"),)),
+        ToolSpec("click", "Click a button, product or option: one of the clickables.",
+                 (Param("value", "string", "the clickable's text"),)),
+        ToolSpec("buy_now", "Buy the product shown with the options chosen (ends the task).", (), commits=True),
+    )
+
+    def __init__(
+        self,
+        *,
+        backend: str = "auto",
+        url: str | None = None,
+        tasks: TaskSource = None,
+        max_steps: int | None = None,
+        invalid_action: InvalidPolicy = "continue",
+        render_mode: str | None = None,
+        catalog_size: int | None = None,
+        catalog_seed: int | None = None,
+        webshop_data: str | Path | None = None,
+        shop_backend: ShopBackend | None = None,
+        **backend_options: Any,
+    ) -> None:
+        self._shop: ShopBackend | None = None
+        self._owns_backend = False
+        self._session: ShopSession | None = None
+        if backend not in ("auto", "embedded", "server"):
+            raise ConfigError(f"backend must be 'auto', 'embedded' or 'server', got {backend!r}.")
+        if webshop_data is None and isinstance(tasks, (str, Path)) and DOMAIN.detect_format(tasks) == "webshop":
+            webshop_data, tasks = tasks, None  # WebShop's data folder: its goals over its own catalog
+        catalog: Catalog | None = None
+        if webshop_data is not None and shop_backend is None:
+            from agentunit_gym.backends.shop.factory import open_catalog
+            from agentunit_gym.domains.webshop.loader import load_webshop_goals
+
+            catalog = open_catalog(catalog_size=catalog_size, catalog_seed=catalog_seed, webshop_data=webshop_data)
+            if tasks is None:
+                tasks = load_webshop_goals(webshop_data, catalog)
+        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
+        if shop_backend is not None:
+            self._shop = shop_backend
+        else:
+            from agentunit_gym.backends.shop.factory import open_shop_backend
+
+            self._shop = open_shop_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
+                                           catalog=catalog, **backend_options)
+            self._owns_backend = True
+        log.debug("WebShop env on the %s backend (asked for %r)", self._shop.kind, backend)
+
+    # ------------------------------------------------------------------ hooks
+
+    @property
+    def backend_name(self) -> str:
+        return self._backend().kind
+
+    @property
+    def shop_backend(self) -> ShopBackend:
+        return self._backend()
+
+    @property
+    def view(self) -> PageView:
+        """The page the agent is on."""
+        return self._episode().view
+
+    def parse_action(self, text: str) -> Action | ActionError:
+        """Like the base, and AgentBench's function-calling tool names (``search_action``,
+        ``click_action``, whose one argument it reads by position) are accepted too."""
+        if isinstance(text, str) and looks_like_json_call(text):
+            call = split_json_call(text)
+            if not isinstance(call, ActionError) and call[0] in _AGENTBENCH_TOOLS and len(call[1]) == 1:
+                tool, param = _AGENTBENCH_TOOLS[call[0]]
+                (value,) = call[1].values()
+                text = json.dumps({"name": tool, "arguments": {param: value}}, ensure_ascii=False)
+        return super().parse_action(text)
+
+    def _start_episode(self, task: WebShopTask) -> str:
+        self._session = self._backend().open_session(task.goal())
+        return f"{INTRO}\n\n{format_observation(self._session.view, first=True)}"
+
+    def _parse_react(self, text: str) -> Action | ActionError:
+        match = _ACTION.search(text)
+        if match is None:
+            other = _OTHER.search(text)
+            if other is not None:
+                return ActionError(
+                    ActionIssue.UNKNOWN_TOOL, f"unknown action {other.group(1)!r}; the actions are search and click.",
+                    hint="Write 'Action:' then search[keywords] or click[value].", tool=other.group(1),
+                )
+            return ActionError(
+                ActionIssue.NO_CALL, "no action found: write 'Action:' followed by search[keywords] or click[value].",
+            )
+        thought = text[: match.start()].strip()
+        argument = match.group(3)
+        if match.group(2) == "search":
+            return Action("search", {"keywords": argument}, thought=thought)
+        return Action("click", {"value": argument}, thought=thought)
+
+    def _validate(self, action: Action) -> Action | ActionError:
+        if self._session is None:
+            return action  # parsed outside an episode: nothing to check against
+        view = self._session.view
+        if action.tool == "search":
+            if not view.has_search_bar:
+                return self._not_here(view, "there is no search bar on this page.", "search")
+            if not str(action.arguments["keywords"]).strip():
+                return ActionError(ActionIssue.INVALID_PARAMETER, "search needs keywords.", tool="search")
+            return action
+        if action.tool == "click":
+            value = " ".join(str(action.arguments["value"]).lower().split())
+            if value == "search" or value not in view.clickables:
+                return self._not_here(view, f"{action.arguments['value']!r} is not clickable on this page.", "click")
+            if value == "buy now":
+                return Action("buy_now", {}, form=action.form, thought=action.thought)
+            return action
+        if "buy now" not in view.clickables:
+            return self._not_here(view, "Buy Now is only on a product page.", "buy_now")
+        return action
+
+    @staticmethod
+    def _not_here(view: PageView, message: str, tool: str) -> ActionError:
+        return ActionError(
+            ActionIssue.NOT_ALLOWED, message,
+            hint=f"Available actions: {json.dumps(view.available_actions(), ensure_ascii=False)}", tool=tool,
+        )
+
+    def _execute(self, action: Action) -> Execution:
+        session = self._episode()
+        if action.tool == "search":
+            result = session.search(str(action.arguments["keywords"]))
+        else:
+            result = session.click(str(action.arguments["value"]))
+        return self._observe(result)
+
+    def _observe(self, result: MoveResult) -> Execution:
+        view = result.view
+        details: dict[str, Any] = {"page": view.page, "available_actions": view.available_actions()}
+        if result.refused is not None:
+            details["refused"] = result.refused
+            return Execution(f"Invalid action: {result.refused}\n\n{format_observation(view)}", details, error=True)
+        return Execution(format_observation(view), details)
+
+    def _score(self, action: Action | None) -> Score:
+        task = self.task
+        if task is None:
+            raise EpisodeStateError("no episode to score.")
+        if action is None:
+            return Score.failed("nothing was bought", purchased=False)
+        result = self._episode().click("Buy Now")
+        view = result.view
+        if view.page != "done" or view.reward is None:
+            return Score.failed(f"the purchase did not go through: {result.refused or view.page}", purchased=False)
+        parts = dict(view.reward_components or {})
+        reward = float(view.reward)
+        components: dict[str, float | int | bool | str | None] = {
+            k: v for k, v in parts.items() if isinstance(v, (int, float, bool, str)) or v is None
+        }
+        components.update(purchased=True, asin=view.asin, target_asin=task.asin,
+                          options=json.dumps(view.options, sort_keys=True))
+        success = reward >= 1.0 - 1e-9
+        detail = "bought a product that meets every part of the goal" if success else (
+            f"reward {reward:.3f}: type {parts.get('r_type')}, attributes {parts.get('num_attr_matches')}/"
+            f"{len(task.attributes)}, options {parts.get('num_option_matches')}/{len(task.goal_options)}, "
+            f"price ok {parts.get('r_price')}")
+        return Score(reward=reward, success=success, components=components, detail=detail)
+
+    def _render_react(self, tool: str, arguments: dict[str, Any]) -> str:
+        if tool == "search":
+            return f"Thought:\nI think I should search for the product.\n\nAction:\nsearch[{arguments['keywords']}]"
+        if tool == "buy_now":
+            return "Thought:\nI think I should buy it now.\n\nAction:\nclick[Buy Now]"
+        return f"Thought:\nI think I should click {arguments['value']}.\n\nAction:\nclick[{arguments['value']}]"
+
+    def _end_episode(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    def _close_backend(self) -> None:
+        if self._shop is not None and self._owns_backend:
+            self._shop.close()
+
+    # --------------------------------------------------------------- private
+
+    def _backend(self) -> ShopBackend:
+        if self._shop is None:
+            raise EpisodeStateError("the env has no shop backend (closed or failed to open).")
+        return self._shop
+
+    def _episode(self) -> ShopSession:
+        if self._session is None:
+            raise EpisodeStateError("no episode is running: call reset() first.")
+        return self._session
