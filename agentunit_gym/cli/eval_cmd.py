@@ -120,6 +120,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-endpoint-check", dest="endpoint_check", action="store_false",
                    help="openai agents: skip the one request that checks the endpoint before the first episode")
     p.add_argument("--quiet", action="store_true", help="no progress bar or tables")
+    from agentunit_gym.cli.judge_cmd import add_judge_options
+
+    add_judge_options(p, for_eval=True)
+    p.add_argument("--judge-base-url", default=None, help="the judge's endpoint (default: --base-url)")
     p.set_defaults(func=run)
 
 
@@ -270,8 +274,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"agentunit-gym: error: {exc} Once it is fixed, continue with: {resume_command(run_dir)}",
                   file=sys.stderr)
             return 1
+    from agentunit_gym.cli.judge_cmd import judge_config, judge_with_progress, print_judge_summary
+
+    summary = result.summary
+    if args.judge:
+        _, summary, _ = judge_with_progress(result.run_dir, judge_config(args), quiet=args.quiet)
     if not args.quiet:
-        print_summary(Console(), result.summary)
+        print_summary(Console(), summary)
+        print_judge_summary(Console(), summary)
     records = result.outcome.records
     err.print(f"{len(records)} episodes run, {result.outcome.skipped} already done, "
               f"in {result.outcome.elapsed_s:.1f} s. Results: {result.run_dir} (report: {result.report})",

@@ -338,6 +338,9 @@ class Domain:
     """Per evaluation protocol (``"agentbench"``, ``"agentbench-fc"``), what this domain sets
     under it: env options and the tool schemas of that benchmark release. A protocol the
     domain does not name runs with the generic settings only."""
+    criteria: Path | None = None
+    """The judge's reviewed default criteria (a YAML file, ``docs/judge.md``); None: the judge's
+    critic proposes them from the run's episodes."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier() or self.name != self.name.lower():

@@ -217,7 +217,10 @@ def compare_runs(run_a: Path, run_b: Path, *, seed: int = 0) -> list[Comparison]
         if not (run / "episodes.jsonl").exists():
             raise ConfigError(f"{run} is not a run directory (no episodes.jsonl); give the --output of an eval.")
         sets.append(load_episodes(run)[1])
-    return compare_episodes(sets[0], sets[1], seed=seed)
+    from agentunit_gym.eval.judge.metrics import judged_comparisons
+
+    # The judged metrics (goal fidelity, criteria) when both runs were judged; rows missing in one say n/a.
+    return compare_episodes(sets[0], sets[1], seed=seed) + judged_comparisons(run_a, run_b, seed=seed)
 
 
 def is_finite(x: float | None) -> bool:

@@ -41,7 +41,8 @@ class FakeChatServer:
             ``error.code == "context_length_exceeded"``. None: never.
         retry_after: the ``Retry-After`` header (seconds) of a scripted 429.
 
-    ``arrivals`` holds each request's arrival time (``time.monotonic()``), beside ``statuses``.
+    ``arrivals`` holds each request's arrival time (``time.monotonic()``), beside ``statuses``;
+    ``headers`` each request's headers (names in lower case).
     """
 
     def __init__(self, responder: Responder, *, latency_s: float = 0.0, failures: Iterable[int] = (),
@@ -54,6 +55,7 @@ class FakeChatServer:
         self.context_limit_after = context_limit_after
         self._answered = 0
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
         self.arrivals: list[float] = []
         self.retry_after = retry_after
@@ -92,6 +94,7 @@ class FakeChatServer:
                 with server._lock:
                     server.arrivals.append(time.monotonic())
                     server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     status: int = server.failures.popleft() if server.failures else 200
                     overflow = (status == 200 and server.context_limit_after is not None
                                 and server._answered >= server.context_limit_after)

@@ -3,7 +3,9 @@
 Sections: the headline metrics (the registered domains' headlines among them), the
 finish-reason bars (AgentBench's table as stacked bars), rate metrics as a chart with CI
 whiskers, the whole catalog, per-domain sections (each domain's description says which),
-per-env tables, and a per-episode trace viewer (the traces embedded as JSON, shown by a few lines of JS).
+per-env tables, the judged metrics with the judge's agreement and its criteria (once the run is
+judged), and a per-episode trace viewer (the traces embedded as JSON, shown by a few lines of JS;
+the judge's verdict and reasons beside each judged episode).
 """
 
 from __future__ import annotations
@@ -159,12 +161,73 @@ def ci_chart(metrics: dict[str, dict[str, Any]]) -> str:
     return "".join(parts)
 
 
+def judge_section(block: dict[str, Any] | None) -> str:
+    """The judged run: who judged, the agreement with the env's check, the judged metrics, and
+    per (domain, category) the criteria kept and the ones the verifier dropped with the reason."""
+    if not block:
+        return "<p>Not judged (<code>agentunit-gym judge RUN_DIR --judge openai:MODEL</code> adds it).</p>"
+    a = block["agreement"]
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(block.get("unjudged_reasons", {}).items()))
+    out = [f"<p>Judge <strong>{html.escape(str(block['judge']))}</strong>: {block['judged']} episodes judged, "
+           f"{block['unjudged']} unjudged{' (' + html.escape(reasons) + ')' if reasons else ''}, "
+           f"{block.get('not_yet_judged', 0)} not yet judged. Unjudged episodes are left out, never scored.</p>",
+           f"<p class='agreement'>Agreement with the env's own check (judged <em>achieved</em> equals "
+           f"<code>score.success</code>): <strong>{fmt(a['value'])}</strong> {_ci(a)} over {a['n']} episodes; "
+           f"judged achieved but failed the check: {a['judged_achieved_env_failed']}, judged not achieved but "
+           f"passed: {a['judged_failed_env_succeeded']}.</p>",
+           metrics_table(block["metrics"])]
+    for item in block.get("criteria", []):
+        out.append(f"<h4>{html.escape(item['domain'])} / {html.escape(item['category'])} "
+                   f"(criteria: {html.escape(item['source'])})</h4>")
+        rows = []
+        for c in item.get("criteria", []):
+            v = item.get("verification", {}).get(c["name"], {})
+            rows.append(f"<tr><td>{html.escape(c['name'])}</td><td>{html.escape(c['description'])}</td>"
+                        f"<td>{html.escape(' < '.join(c['accepted_values']))}</td><td>kept</td>"
+                        f"<td>{html.escape(_verification(v))}</td></tr>")
+        for d in item.get("dropped", []):
+            c = d["criterion"]
+            rows.append(f"<tr class='dropped'><td>{html.escape(c['name'])}</td><td>{html.escape(c['description'])}"
+                        f"</td><td>{html.escape(' < '.join(c['accepted_values']))}</td><td>dropped</td>"
+                        f"<td>{html.escape(d['reason'])}</td></tr>")
+        if rows:
+            out.append("<table><thead><tr><th>criterion</th><th>description</th><th>accepted values</th>"
+                       "<th>verifier</th><th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        for note in item.get("notes", []):
+            out.append(f"<p class='group'>{html.escape(note)}</p>")
+    return "".join(out)
+
+
+def _verification(v: dict[str, Any]) -> str:
+    parts = []
+    if v.get("stability") is not None:
+        parts.append(f"stability {100 * v['stability']:.0f}%")
+    if v.get("separation") is not None:
+        parts.append(f"separation {v['separation']:+.2f}")
+    return ", ".join(parts) or "not verified"
+
+
+def _judged_by_episode(run_dir: Path) -> dict[str, dict[str, Any]]:
+    from agentunit_gym.eval.judge.run import read_judged
+
+    out = {}
+    for line in read_judged(run_dir).values():
+        if line.status == "judged":
+            out[line.episode_id] = {"fidelity": line.goal_fidelity, "achieved": line.achieved,
+                                    "values": line.values, "reason": line.reason[:REPORT_CAP]}
+        else:
+            out[line.episode_id] = {"unjudged": f"{line.error_kind}: {line.error[:200]}"}
+    return out
+
+
 def _trace_data(run_dir: Path) -> list[dict[str, Any]]:
     records, episodes = load_episodes(run_dir)
+    judged = _judged_by_episode(run_dir)
     out = []
     for e in episodes:
         t = e.trace
         out.append({
+            "judge": judged.get(t.episode_id),
             "key": f"{t.env_id or t.domain} {t.task_id} run {e.run}",
             "success": bool(t.score and t.score.success),
             "reward": t.score.reward if t.score else 0.0,
@@ -207,7 +270,7 @@ def write_report(run_dir: Path) -> Path:
     page = template.safe_substitute(
         title=html.escape(title), meta=meta, headline=metrics_table(overall, names),
         finish=finish_bars(summary["finish_reasons"]), chart=ci_chart(overall), metrics=metrics_table(overall),
-        per_env=per_env, traces=traces,
+        per_env=per_env, traces=traces, judge=judge_section(summary.get("judge")),
     )
     path = RunPaths(run_dir).report
     path.write_text(page, encoding="utf-8")

@@ -1,6 +1,7 @@
 """The summary of a run: metrics with intervals overall, per env, per agent and per domain
-(with the domain's report sections), the finish reason table, and provenance (package and
-image versions, config, seeds, git revision).
+(with the domain's report sections), the finish reason table, provenance (package and
+image versions, config, seeds, git revision), and, once the run is judged, the ``judge``
+block (judged metrics, the judge's agreement with the env's check, the criteria).
 
 Written to ``summary.json``; ``report.html`` and ``agentunit-gym compare`` read it.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentunit_gym.core import registry
+from agentunit_gym.eval.judge.metrics import judged_block
 from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution, group_by_task
 from agentunit_gym.eval.runner import EpisodeRecord, RunPaths, iter_records
 
@@ -139,7 +141,8 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
     status_counts: dict[str, int] = {}
     for r in records:
         status_counts[r.status] = status_counts.get(r.status, 0) + 1
-    summary = {
+    overall = compute_metrics(episodes, seed=seed).to_dict()
+    summary: dict[str, Any] = {
         "summary_version": SUMMARY_VERSION,
         "created_at": time.time(),
         "package_version": __version__,
@@ -152,13 +155,18 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         "backends": backends,
         "episodes": len(records),
         "status": status_counts,
-        "overall": compute_metrics(episodes, seed=seed).to_dict(),
+        "overall": overall,
         "per_env": per_env,
         "per_agent": per_agent,
         "per_domain": per_domain,
         "finish_reasons": finish,
         "intervals": interval_methods(episodes),
     }
+    judged = judged_block(run_dir, {r.key for r in records if r.status != "infra_error" and r.trace}, seed=seed)
+    if judged is not None:
+        # The judged metrics join the catalog (table, report, chart); the block keeps the criteria and agreement.
+        summary["judge"] = judged
+        overall["metrics"].update(judged["metrics"])
     paths.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return summary
 

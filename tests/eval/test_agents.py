@@ -224,3 +224,31 @@ def test_price_table_file(tmp_path: Any) -> None:
     path.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="price table"):
         load_price_table(path)
+
+
+def test_one_sdk_client_sends_the_key_only_when_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentunit_gym.eval.model_client import ModelClient
+
+    monkeypatch.delenv("AU_NO_KEY", raising=False)
+    monkeypatch.setenv("AU_KEY", "sk-abc")
+    with FakeChatServer(lambda body: {"role": "assistant", "content": "ok"}, failures=[503]) as server:
+        keyless = ModelClient(OpenAIConfig(model="m", base_url=server.base_url, api_key_env="AU_NO_KEY",
+                                           backoff_s=0.01))
+        keyed = ModelClient(OpenAIConfig(model="m", base_url=server.base_url, api_key_env="AU_KEY"))
+        # The synchronous client keeps the same policy: the 503 is retried.
+        assert keyless.complete_sync([{"role": "user", "content": "hi"}]).text == "ok"
+        assert asyncio.run(keyed.complete([{"role": "user", "content": "hi"}])).text == "ok"
+        assert server.statuses == [503, 200, 200]
+        assert "authorization" not in server.headers[1]
+        assert server.headers[2]["authorization"] == "Bearer sk-abc"
+
+
+def test_a_missing_sdk_names_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from agentunit_gym.eval import model_client
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ImportError
+    monkeypatch.setattr(model_client, "_WARM", __import__("threading").Event())
+    with pytest.raises(ConfigError, match=r'pip install "agentunit-gym\[openai\]"'):
+        model_client.ModelClient(OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1"))

@@ -134,7 +134,10 @@ def test_a_429_retry_after_holds_every_episode_and_max_rps_caps_the_rate() -> No
 
         async def turns() -> list[str]:
             first = asyncio.ensure_future(agents[0].act("hi", {}))
-            await asyncio.sleep(0.1)  # the 429 arrived: the others start during the pause
+            deadline = time.monotonic() + 10.0
+            while not server.statuses and time.monotonic() < deadline:  # wait for the 429 to be sent
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # and received: the others start during the pause
             rest = [agents[i].act("hi", {}) for i in range(1, 4)]
             return [str(r) for r in await asyncio.gather(first, *rest)]
 

@@ -90,3 +90,21 @@ def test_hostile_text_in_traces_stays_text(tmp_path: Path) -> None:
     dom, messages = chromium(write_report(run_dir), tmp_path, "--dump-dom")
     assert messages == []
     assert "&lt;/script&gt;&lt;!-- &lt;script&gt;alert(1)" in dom  # shown as text by the viewer
+
+
+def test_judged_report_shows_criteria_and_the_judges_verdict(tmp_path: Path) -> None:
+    from agentunit_gym.eval.fake_server import FakeChatServer
+    from agentunit_gym.eval.judge import JudgeConfig
+    from agentunit_gym.eval.judge.apply import judge_and_report
+    from agentunit_gym.eval.model_client import OpenAIConfig
+    from tests.eval.judgekit import ScriptedJudge, write_run
+
+    run_dir = tmp_path / "run"
+    write_run(run_dir, [("t1", "echo solved", True, "Print it."), ("t2", "echo no", False, "Print that.")])
+    with FakeChatServer(ScriptedJudge()) as server:
+        _, _, report = judge_and_report(run_dir, JudgeConfig(OpenAIConfig(model="j", base_url=server.base_url)))
+    dom, messages = chromium(report, tmp_path, "--dump-dom")
+    assert messages == []
+    assert "Judged metrics and criteria" in dom and "does not separate" in dom
+    # The viewer opened the first episode with the judge's verdict and reason.
+    assert "Judge: goal fidelity 0.9, achieved: true" in dom and "The agent solved it." in dom

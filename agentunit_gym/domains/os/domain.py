@@ -36,6 +36,7 @@ DOMAIN = Domain(
     ),
     suite=_HERE / "suite",
     traps=_HERE / "traps.yaml",
+    criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
     protocols=PROTOCOLS,
     report_sections=(

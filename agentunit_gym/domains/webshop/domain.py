@@ -49,6 +49,7 @@ DOMAIN = Domain(
     ),
     suite=_HERE / "suite",
     traps=_HERE / "traps.yaml",
+    criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
     metrics=METRICS,
     headline=HEADLINE,
