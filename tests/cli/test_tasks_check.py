@@ -1,0 +1,86 @@
+"""``agentunit-gym tasks check``: per source file, what loads, runs and passes with the oracle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.cli.clitools import cli
+from tests.domains.db.test_agentbench import DEV
+
+OS_ITEMS: list[dict[str, Any]] = [
+    # passes: a check item whose example (the oracle's reference) prints the answer.
+    {"description": "How many lines of /root/app.log contain ERROR?",
+     "create": {"local": "default", "init": {"code": "printf 'ok\\nERROR a\\nERROR b\\n' > /root/app.log"}},
+     "evaluation": {"check": [None, {"language": "python",
+                                     "code": "import sys\nsys.exit(sys.argv[1].strip() != sys.argv[2].strip())"}],
+                    "example": {"code": "grep -c ERROR /root/app.log"}}},
+    # passes: a match item.
+    {"description": "Say ok.", "evaluation": {"match": "ok"}},
+    # does not convert: no description.
+    {"evaluation": {"match": "x"}},
+    # cannot pass on the local backend: its init script needs the network, which sandboxes lack.
+    {"description": "Fetch a page.",
+     "create": {"init": {"code": "python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), 3)\""}},
+     "evaluation": {"match": "page"}},
+]
+
+
+def _write(tmp_path: Path) -> tuple[Path, Path]:
+    os_file = tmp_path / "data" / "os_interaction" / "data" / "dev.json"
+    os_file.parent.mkdir(parents=True)
+    os_file.write_text(json.dumps(OS_ITEMS), encoding="utf-8")
+    db_file = tmp_path / "data" / "dbbench" / "dev.jsonl"
+    db_file.parent.mkdir(parents=True)
+    lines = [json.dumps(DEV[0]), "{not json", json.dumps(DEV[2])]
+    db_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return os_file, db_file
+
+
+def test_counts_and_reasons_per_file_as_json_and_table(tmp_path: Path) -> None:
+    os_file, db_file = _write(tmp_path)
+    run = tmp_path / "run"
+    done = cli("tasks", "check", str(tmp_path / "data"), "--backend", "local", "--backend", "sqlite", "--json",
+               "--output", str(run), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["run_dir"] == str(run)
+    files = {f["file"]: f for f in report["files"]}
+    assert set(files) == {str(os_file), str(db_file)}
+    os_row, db_row = files[str(os_file)], files[str(db_file)]
+    assert (os_row["domain"], os_row["format"]) == ("os", "agentbench")
+    assert [os_row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [3, 1, 3, 2, 1, 0]
+    [problem] = os_row["problems"]
+    assert problem["where"].startswith(f"{os_file}#2") and problem["reason"].startswith("instruction:")
+    [failure] = os_row["failures"]
+    assert failure["reason"].startswith("infra_error: BackendError:")
+    assert "init script 1 of 1 failed" in failure["reason"]
+    assert "Network is unreachable" in failure["detail"]
+    assert db_row["domain"] == "db"
+    assert [db_row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [2, 1, 2, 2, 0, 0]
+    [bad_line] = db_row["problems"]
+    assert bad_line["where"].startswith(f"{db_file}:2")
+    # The oracle run is kept where --output said: one episode per loaded item.
+    assert len((run / "episodes.jsonl").read_text(encoding="utf-8").splitlines()) == 5
+
+    table = cli("tasks", "check", str(tmp_path / "data"), "--backend", "local", "--backend", "sqlite",
+                cwd=tmp_path)
+    assert table.returncode == 1, table.stderr
+    row = next(line for line in table.stdout.splitlines() if "│ db " in line)
+    assert [c.strip() for c in row.split("│")[2:9]] == ["db", "2", "1", "2", "2", "0", "0"]
+    assert "init script 1 of 1 failed" in table.stdout and "not ok" in table.stdout
+
+
+def test_exit_0_when_every_item_passes_and_2_on_user_mistakes(tmp_path: Path) -> None:
+    db_file = tmp_path / "dev.jsonl"
+    db_file.write_text("\n".join(json.dumps(i) for i in DEV) + "\n", encoding="utf-8")
+    done = cli("tasks", "check", str(db_file), "--backend", "sqlite", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = json.loads(done.stdout)["files"]
+    assert (row["loaded"], row["ran"], row["passed"], row["ok"]) == (3, 3, 3, True)
+    assert not list(tmp_path.glob("results*"))  # without --output the run leaves nothing behind
+
+    missing = cli("tasks", "check", str(tmp_path / "nowhere.jsonl"), cwd=tmp_path)
+    assert missing.returncode == 2 and "nowhere.jsonl" in missing.stderr
+    assert cli("tasks", "check", cwd=tmp_path).returncode == 2
