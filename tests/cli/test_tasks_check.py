@@ -84,3 +84,28 @@ def test_exit_0_when_every_item_passes_and_2_on_user_mistakes(tmp_path: Path) ->
     missing = cli("tasks", "check", str(tmp_path / "nowhere.jsonl"), cwd=tmp_path)
     assert missing.returncode == 2 and "nowhere.jsonl" in missing.stderr
     assert cli("tasks", "check", cwd=tmp_path).returncode == 2
+
+
+NATIVE = """- id: tc-say-hi
+  instruction: Say hi.
+  evaluation: {match: hi}
+  reference_solution: [{tool: answer, arguments: {answer: hi}}]
+- id: tc-docker-only
+  instruction: Say yo.
+  evaluation: {match: yo}
+  backends: [docker]
+  backend_note: needs the full image
+  reference_solution: [{tool: answer, arguments: {answer: yo}}]
+"""
+
+
+def test_a_native_file_lists_the_items_its_backend_leaves_out(tmp_path: Path) -> None:
+    native = tmp_path / "mine.yaml"
+    native.write_text(NATIVE, encoding="utf-8")
+    done = cli("tasks", "check", str(native), "--backend", "local", "--json", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [row] = json.loads(done.stdout)["files"]
+    assert (row["file"], row["format"]) == (str(native), "native")
+    assert [row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [2, 0, 1, 1, 0, 1]
+    assert row["not_run_items"] == [{"where": "tc-docker-only", "reason": "not run on local: needs the full image",
+                                     "detail": ""}]
