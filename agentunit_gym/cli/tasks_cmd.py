@@ -216,6 +216,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for f in result.files:
         for failure in [*f.not_converted, *f.not_run, *f.failed]:
             console.print(Text(f"{f.file}: {failure.where}: {failure.reason}"))
+    if result.stopped is not None:
+        console.print(Text(f"the oracle run stopped early: {result.stopped}"))
     if result.run_dir is not None:
         console.print(f"oracle run: {result.run_dir}")
     console.print("ok: every item loaded and passed" if result.ok else "not ok: some items did not load or pass")

@@ -22,8 +22,9 @@ from typing import Any
 
 from agentunit_gym.core.registry import get_domain
 from agentunit_gym.core.task_sources import TaskSource, load_sources, tasks_by_domain
+from agentunit_gym.errors import RunStoppedError
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.records import EpisodeRecord
+from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
 from agentunit_gym.eval.runner import EvalConfig
 
@@ -87,6 +88,9 @@ class TaskCheck:
     files: list[FileCheck]
     run_dir: Path | None
     """The oracle run's folder (kept only when ``output`` was given)."""
+    stopped: str | None = None
+    """Why the evaluator stopped the oracle run early (most episodes failed for one
+    infrastructure reason), when it did; the episodes it did not run count as not run."""
 
     @property
     def ok(self) -> bool:
@@ -94,7 +98,7 @@ class TaskCheck:
         return all(f.ok for f in self.files)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "run_dir": str(self.run_dir) if self.run_dir else None,
+        return {"ok": self.ok, "run_dir": str(self.run_dir) if self.run_dir else None, "stopped": self.stopped,
                 "files": [f.to_json() for f in self.files]}
 
 
@@ -160,16 +164,17 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
             reason = f"{problem.field}: {problem.message}" if problem.field else problem.message
             check.not_converted.append(Failure(where, reason, str(problem)))
     run_dir: Path | None = None
+    stopped: str | None = None
     if grouped:
         envs = tuple(get_domain(name).envs[0].id for name in grouped)
         config = EvalConfig(envs=envs, agent="oracle", backends=tuple(backends), tasks=tuple(resolved),
                             concurrency=concurrency, episode_timeout_s=episode_timeout_s)
         if output is not None:
-            run_dir = evaluate(config, output).run_dir
-            records = evaluate_records(run_dir)
+            run_dir = Path(output)
+            records, stopped = _run_oracle(config, run_dir)
         else:
             with tempfile.TemporaryDirectory(prefix="agentunit-check-") as tmp:
-                records = evaluate_records(evaluate(config, Path(tmp) / "run").run_dir)
+                records, stopped = _run_oracle(config, Path(tmp) / "run")
         seen: set[tuple[str, str]] = set()
         for record in records:
             domain = env_domain(record.env_id) or ""
@@ -185,16 +190,23 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
         for name, tasks in grouped.items():
             for task in tasks:
                 if (name, task.id) not in seen:
+                    if stopped is not None:
+                        reason = "not run: the oracle run stopped early"
+                        owner[(name, task.id)].not_run.append(Failure(task.id, reason, stopped))
+                        continue
                     note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
                     owner[(name, task.id)].not_run.append(Failure(task.id, f"not run on {','.join(backends)}: {note}"))
-    return TaskCheck(list(files.values()), run_dir)
+    return TaskCheck(list(files.values()), run_dir, stopped)
 
 
-def evaluate_records(run_dir: Path) -> list[EpisodeRecord]:
-    """The episodes of the run in ``run_dir``."""
-    from agentunit_gym.eval.records import RunPaths, read_records
-
-    return read_records(RunPaths(run_dir).episodes)
+def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None]:
+    """The oracle's episodes in ``run_dir``, and why the run stopped early when it did."""
+    stopped: str | None = None
+    try:
+        evaluate(config, run_dir)
+    except RunStoppedError as exc:  # the episodes that finished are saved: report them
+        stopped = str(exc)
+    return read_records(RunPaths(run_dir).episodes), stopped
 
 
 __all__ = ["FileCheck", "Failure", "TaskCheck", "check_tasks"]

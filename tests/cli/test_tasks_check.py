@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli.clitools import cli
 from tests.domains.db.test_agentbench import DEV
 
@@ -109,3 +111,28 @@ def test_a_native_file_lists_the_items_its_backend_leaves_out(tmp_path: Path) ->
     assert [row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [2, 0, 1, 1, 0, 1]
     assert row["not_run_items"] == [{"where": "tc-docker-only", "reason": "not run on local: needs the full image",
                                      "detail": ""}]
+
+
+def test_a_run_the_evaluator_stops_early_counts_the_rest_as_not_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The evaluator stops a run whose episodes mostly fail for one infrastructure reason; the
+    # stop is simulated (one episode runs, then the stop), the episode that ran is real.
+    from agentunit_gym.errors import RunStoppedError
+    from agentunit_gym.eval import taskcheck
+    from agentunit_gym.eval.runner import EvalConfig
+
+    real = taskcheck.evaluate
+
+    def stops_after_one(config: EvalConfig, output: Path) -> None:
+        real(config.model_copy(update={"task_ids": ("dev-00000",)}), output)
+        raise RunStoppedError("stopped early: 5 of the 5 episodes finished so far failed for the same reason: X.")
+
+    monkeypatch.setattr(taskcheck, "evaluate", stops_after_one)
+    db_file = tmp_path / "dev.jsonl"
+    db_file.write_text("\n".join(json.dumps(i) for i in DEV) + "\n", encoding="utf-8")
+    result = taskcheck.check_tasks([db_file], backends=["sqlite"], output=tmp_path / "run")
+    assert result.stopped is not None and "same reason: X" in result.stopped and not result.ok
+    [row] = result.files
+    assert (row.loaded, row.ran, row.passed, len(row.not_run)) == (3, 1, 1, 2)
+    assert {f.where for f in row.not_run} == {"dev-00001", "dev-00002"}
+    assert row.top_reasons() == [("not run: the oracle run stopped early", 2)]
