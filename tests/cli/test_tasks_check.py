@@ -86,6 +86,8 @@ def test_exit_0_when_every_item_passes_and_2_on_user_mistakes(tmp_path: Path) ->
     missing = cli("tasks", "check", str(tmp_path / "nowhere.jsonl"), cwd=tmp_path)
     assert missing.returncode == 2 and "nowhere.jsonl" in missing.stderr
     assert cli("tasks", "check", cwd=tmp_path).returncode == 2
+    wrong = cli("tasks", "check", str(db_file), "--backend", "nope", cwd=tmp_path)
+    assert wrong.returncode == 2 and "nope" in wrong.stderr
 
 
 NATIVE = """- id: tc-say-hi
