@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from agentunit_gym.cli.eval_cmd import backend_choices, backend_help
 from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.registry import broken_domains, domain_names, domains, find_task, get_domain
 from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
@@ -47,6 +48,17 @@ def register(subparsers: Any) -> None:
                           help="task model to validate against (default: the domain whose model fits the files best)")
     validate.add_argument("--format", default=None, help="native, or a loader of the domain (default: detected)")
     validate.set_defaults(func=cmd_validate)
+
+    check = sub.add_parser("check", help="per task file: how many items load, run and pass with the oracle agent, "
+                                         "and why the rest do not; exit 0 when all pass, 1 otherwise")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="task files or folders (native or AgentBench's data)")
+    check.add_argument("--backend", action="append", dest="backends", choices=backend_choices(), metavar="BACKEND",
+                       help=f"backend: {backend_help()}; repeatable, one per domain (default: auto)")
+    check.add_argument("--output", default=None, metavar="DIR",
+                       help="keep the oracle run (episodes.jsonl, traces, report) here; default: a temporary folder")
+    check.add_argument("--concurrency", type=int, default=4, help="episodes in flight per env (default 4)")
+    check.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
+    check.set_defaults(func=cmd_check)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a domain's task files")
     schema.add_argument("--domain", default=default, help=f"default: {default}")
@@ -170,3 +182,47 @@ def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of the domain's task model."""
     print(json.dumps(get_domain(args.domain).task_model.model_json_schema(), indent=2))
     return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run :func:`~agentunit_gym.eval.taskcheck.check_tasks` and print its table (or JSON)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from agentunit_gym.eval.taskcheck import check_tasks
+
+    if args.concurrency < 1:
+        print("agentunit-gym tasks check: error: --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
+                         concurrency=args.concurrency)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0 if result.ok else 1
+    table = Table(title="Task check (oracle agent)")
+    for name in ("file", "domain", "loaded", "not converted", "ran", "passed", "failed", "not run"):
+        table.add_column(name, justify="left" if name in ("file", "domain") else "right",
+                         overflow="fold")
+    table.add_column("top reasons", overflow="fold", max_width=70)
+    for f in result.files:
+        reasons = "\n".join(f"{count}x {_short(reason)}" for reason, count in f.top_reasons())
+        table.add_row(Text(f.file), Text(f.domain), str(f.loaded), str(len(f.not_converted)), str(f.ran),
+                      str(f.passed), str(len(f.failed)), str(len(f.not_run)), Text(reasons))
+    console = Console(file=sys.stdout)
+    if not console.is_terminal:
+        console = Console(file=sys.stdout, width=200)
+    console.print(table)
+    for f in result.files:
+        for failure in [*f.not_converted, *f.not_run, *f.failed]:
+            console.print(Text(f"{f.file}: {failure.where}: {failure.reason}"))
+    if result.stopped is not None:
+        console.print(Text(f"the oracle run stopped early: {result.stopped}"))
+    if result.run_dir is not None:
+        console.print(f"oracle run: {result.run_dir}")
+    console.print("ok: every item loaded and passed" if result.ok else "not ok: some items did not load or pass")
+    return 0 if result.ok else 1
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."

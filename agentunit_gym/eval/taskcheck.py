@@ -1,0 +1,212 @@
+"""Check task files end to end: what loads, and what the oracle agent runs and passes.
+
+:func:`check_tasks` reads each path as ``--tasks`` does (every registered domain's task model
+and loaders, :mod:`agentunit_gym.core.task_sources`), runs the oracle agent over the tasks
+that converted with :func:`~agentunit_gym.eval.evaluate.evaluate`, and counts per source file:
+items loaded, items that did not convert (with file, line or item and reason), episodes that
+ran, passed and failed (with the episode's finish reason, error or task error). A folder of
+several data files (AgentBench's ``data/``) gives one row per file.
+
+What ``agentunit-gym tasks check`` prints; see docs/tasks.md.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentunit_gym.core.registry import get_domain
+from agentunit_gym.core.task_sources import TaskSource, load_sources, tasks_by_domain
+from agentunit_gym.errors import RunStoppedError
+from agentunit_gym.eval.evaluate import evaluate
+from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
+from agentunit_gym.eval.routing import env_domain
+from agentunit_gym.eval.runner import EvalConfig
+
+_LOCATION = re.compile(r"(?::\d+|#\d+)$")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One item that did not pass: where it is and why."""
+
+    where: str
+    """The file and line or index, or the task id."""
+    reason: str
+    """Short, groupable: the problem's message, ``finish: <reason>``, ``task_error: ...``."""
+    detail: str = ""
+
+
+@dataclass
+class FileCheck:
+    """The counts of one source file."""
+
+    file: str
+    domain: str
+    format: str
+    loaded: int = 0
+    """Items that converted to tasks."""
+    not_converted: list[Failure] = field(default_factory=list)
+    ran: int = 0
+    passed: int = 0
+    failed: list[Failure] = field(default_factory=list)
+    """Episodes that ran and did not pass."""
+    not_run: list[Failure] = field(default_factory=list)
+    """Loaded items the backend left out (they cannot run there)."""
+
+    @property
+    def ok(self) -> bool:
+        """Every item of the file converted, ran and passed."""
+        return not self.not_converted and not self.not_run and self.passed == self.loaded
+
+    def top_reasons(self, n: int = 3) -> list[tuple[str, int]]:
+        """The ``n`` most frequent reasons among the items that did not pass, with counts."""
+        counts = Counter(f.reason for f in [*self.not_converted, *self.not_run, *self.failed])
+        return counts.most_common(n)
+
+    def to_json(self) -> dict[str, Any]:
+        def rows(items: list[Failure]) -> list[dict[str, str]]:
+            return [{"where": f.where, "reason": f.reason, "detail": f.detail} for f in items]
+
+        return {"file": self.file, "domain": self.domain, "format": self.format, "loaded": self.loaded,
+                "not_converted": len(self.not_converted), "ran": self.ran, "passed": self.passed,
+                "failed": len(self.failed), "not_run": len(self.not_run), "ok": self.ok,
+                "top_reasons": [{"reason": r, "count": c} for r, c in self.top_reasons()],
+                "problems": rows(self.not_converted), "failures": rows(self.failed),
+                "not_run_items": rows(self.not_run)}
+
+
+@dataclass
+class TaskCheck:
+    """What :func:`check_tasks` found."""
+
+    files: list[FileCheck]
+    run_dir: Path | None
+    """The oracle run's folder (kept only when ``output`` was given)."""
+    stopped: str | None = None
+    """Why the evaluator stopped the oracle run early (most episodes failed for one
+    infrastructure reason), when it did; the episodes it did not run count as not run."""
+
+    @property
+    def ok(self) -> bool:
+        """Every item of every file converted, ran and passed."""
+        return all(f.ok for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "run_dir": str(self.run_dir) if self.run_dir else None, "stopped": self.stopped,
+                "files": [f.to_json() for f in self.files]}
+
+
+def _file_of(location: str | None, fallback: Path) -> str:
+    """``/x/dev.jsonl:3`` -> ``/x/dev.jsonl``; ``file#2`` -> ``file``; None -> ``fallback``."""
+    if not location:
+        return str(fallback)
+    return _LOCATION.sub("", location)
+
+
+def _reason(record: EpisodeRecord) -> Failure:
+    where = record.task_id
+    if record.status != "done":
+        first = record.error.strip().splitlines()[0] if record.error.strip() else ""
+        return Failure(where, f"{record.status}: {first}" if first else record.status, record.error)
+    reason = f"finish: {record.finish_reason or 'none'}"
+    if record.finish_reason == "complete":
+        reason += " (the check failed)"
+    return Failure(where, reason, record.error)
+
+
+def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto",), output: str | Path | None = None,
+                concurrency: int = 4, episode_timeout_s: float = 600.0) -> TaskCheck:
+    """Load ``paths`` as ``--tasks`` does, run the oracle over what converted, count per file.
+
+    Args:
+        paths: task files or folders (native, or a domain loader's format such as AgentBench's data).
+        backends: backend names (``auto``, or names; each applies to the domains that declare it).
+        output: keep the oracle run (``episodes.jsonl``, traces, report) in this folder; by
+            default it runs in a temporary folder removed afterwards.
+        concurrency: episodes in flight per env.
+        episode_timeout_s: wall-clock limit of one episode.
+
+    Returns:
+        One :class:`FileCheck` per source file, in the order read.
+
+    Raises:
+        TaskFileError: a path does not exist or nothing there is a task file.
+        ConfigError: two files give the same task id, or bad options (an unknown backend).
+        BackendUnavailableError: the backend cannot run here.
+    """
+    resolved = [str(Path(p).resolve()) for p in paths]
+    sources = load_sources(resolved)
+    grouped = tasks_by_domain(sources)  # raises on a task id given twice
+    files: dict[str, FileCheck] = {}
+    owner: dict[tuple[str, str], FileCheck] = {}
+
+    def file_check(source: TaskSource, location: str | None) -> FileCheck:
+        name = _file_of(location, source.path)
+        key = f"{source.domain.name}\0{name}"
+        if key not in files:
+            files[key] = FileCheck(name, source.domain.name, source.format)
+        return files[key]
+
+    for source in sources:
+        for task in source.result.tasks:
+            check = file_check(source, task.source)
+            check.loaded += 1
+            owner[(source.domain.name, task.id)] = check
+        for problem in source.result.problems:
+            check = file_check(source, problem.source)
+            where = problem.source + (f", task {problem.task_id!r}" if problem.task_id is not None else "")
+            reason = f"{problem.field}: {problem.message}" if problem.field else problem.message
+            check.not_converted.append(Failure(where, reason, str(problem)))
+    run_dir: Path | None = None
+    stopped: str | None = None
+    if grouped:
+        envs = tuple(get_domain(name).envs[0].id for name in grouped)
+        config = EvalConfig(envs=envs, agent="oracle", backends=tuple(backends), tasks=tuple(resolved),
+                            concurrency=concurrency, episode_timeout_s=episode_timeout_s)
+        if output is not None:
+            run_dir = Path(output)
+            records, stopped = _run_oracle(config, run_dir)
+        else:
+            with tempfile.TemporaryDirectory(prefix="agentunit-check-") as tmp:
+                records, stopped = _run_oracle(config, Path(tmp) / "run")
+        seen: set[tuple[str, str]] = set()
+        for record in records:
+            domain = env_domain(record.env_id) or ""
+            check_of = owner.get((domain, record.task_id))
+            if check_of is None:
+                continue  # not one of ours (cannot happen: --tasks replaces the bundled suite)
+            seen.add((domain, record.task_id))
+            check_of.ran += 1
+            if record.success:
+                check_of.passed += 1
+            else:
+                check_of.failed.append(_reason(record))
+        for name, tasks in grouped.items():
+            for task in tasks:
+                if (name, task.id) not in seen:
+                    if stopped is not None:
+                        reason = "not run: the oracle run stopped early"
+                        owner[(name, task.id)].not_run.append(Failure(task.id, reason, stopped))
+                        continue
+                    note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
+                    owner[(name, task.id)].not_run.append(Failure(task.id, f"not run on {','.join(backends)}: {note}"))
+    return TaskCheck(list(files.values()), run_dir, stopped)
+
+
+def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None]:
+    """The oracle's episodes in ``run_dir``, and why the run stopped early when it did."""
+    stopped: str | None = None
+    try:
+        evaluate(config, run_dir)
+    except RunStoppedError as exc:  # the episodes that finished are saved: report them
+        stopped = str(exc)
+    return read_records(RunPaths(run_dir).episodes), stopped
+
+
+__all__ = ["FileCheck", "Failure", "TaskCheck", "check_tasks"]

@@ -1,0 +1,140 @@
+"""``agentunit-gym tasks check``: per source file, what loads, runs and passes with the oracle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.clitools import cli
+from tests.domains.db.test_agentbench import DEV
+
+OS_ITEMS: list[dict[str, Any]] = [
+    # passes: a check item whose example (the oracle's reference) prints the answer.
+    {"description": "How many lines of /root/app.log contain ERROR?",
+     "create": {"local": "default", "init": {"code": "printf 'ok\\nERROR a\\nERROR b\\n' > /root/app.log"}},
+     "evaluation": {"check": [None, {"language": "python",
+                                     "code": "import sys\nsys.exit(sys.argv[1].strip() != sys.argv[2].strip())"}],
+                    "example": {"code": "grep -c ERROR /root/app.log"}}},
+    # passes: a match item.
+    {"description": "Say ok.", "evaluation": {"match": "ok"}},
+    # does not convert: no description.
+    {"evaluation": {"match": "x"}},
+    # cannot pass on the local backend: its init script needs the network, which sandboxes lack.
+    {"description": "Fetch a page.",
+     "create": {"init": {"code": "python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), 3)\""}},
+     "evaluation": {"match": "page"}},
+]
+
+
+def _write(tmp_path: Path) -> tuple[Path, Path]:
+    os_file = tmp_path / "data" / "os_interaction" / "data" / "dev.json"
+    os_file.parent.mkdir(parents=True)
+    os_file.write_text(json.dumps(OS_ITEMS), encoding="utf-8")
+    db_file = tmp_path / "data" / "dbbench" / "dev.jsonl"
+    db_file.parent.mkdir(parents=True)
+    lines = [json.dumps(DEV[0]), "{not json", json.dumps(DEV[2])]
+    db_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return os_file, db_file
+
+
+def test_counts_and_reasons_per_file_as_json_and_table(tmp_path: Path) -> None:
+    os_file, db_file = _write(tmp_path)
+    run = tmp_path / "run"
+    done = cli("tasks", "check", str(tmp_path / "data"), "--backend", "local", "--backend", "sqlite", "--json",
+               "--output", str(run), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["run_dir"] == str(run)
+    files = {f["file"]: f for f in report["files"]}
+    assert set(files) == {str(os_file), str(db_file)}
+    os_row, db_row = files[str(os_file)], files[str(db_file)]
+    assert (os_row["domain"], os_row["format"]) == ("os", "agentbench")
+    assert [os_row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [3, 1, 3, 2, 1, 0]
+    [problem] = os_row["problems"]
+    assert problem["where"].startswith(f"{os_file}#2") and problem["reason"].startswith("instruction:")
+    [failure] = os_row["failures"]
+    assert failure["reason"].startswith("infra_error: BackendError:")
+    assert "init script 1 of 1 failed" in failure["reason"]
+    assert "Network is unreachable" in failure["detail"]
+    assert db_row["domain"] == "db"
+    assert [db_row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [2, 1, 2, 2, 0, 0]
+    [bad_line] = db_row["problems"]
+    assert bad_line["where"].startswith(f"{db_file}:2")
+    # The oracle run is kept where --output said: one episode per loaded item.
+    assert len((run / "episodes.jsonl").read_text(encoding="utf-8").splitlines()) == 5
+
+    table = cli("tasks", "check", str(tmp_path / "data"), "--backend", "local", "--backend", "sqlite",
+                cwd=tmp_path)
+    assert table.returncode == 1, table.stderr
+    row = next(line for line in table.stdout.splitlines() if "│ db " in line)
+    assert [c.strip() for c in row.split("│")[2:9]] == ["db", "2", "1", "2", "2", "0", "0"]
+    assert "init script 1 of 1 failed" in table.stdout and "not ok" in table.stdout
+
+
+def test_exit_0_when_every_item_passes_and_2_on_user_mistakes(tmp_path: Path) -> None:
+    db_file = tmp_path / "dev.jsonl"
+    db_file.write_text("\n".join(json.dumps(i) for i in DEV) + "\n", encoding="utf-8")
+    done = cli("tasks", "check", str(db_file), "--backend", "sqlite", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = json.loads(done.stdout)["files"]
+    assert (row["loaded"], row["ran"], row["passed"], row["ok"]) == (3, 3, 3, True)
+    assert not list(tmp_path.glob("results*"))  # without --output the run leaves nothing behind
+
+    missing = cli("tasks", "check", str(tmp_path / "nowhere.jsonl"), cwd=tmp_path)
+    assert missing.returncode == 2 and "nowhere.jsonl" in missing.stderr
+    assert cli("tasks", "check", cwd=tmp_path).returncode == 2
+    wrong = cli("tasks", "check", str(db_file), "--backend", "nope", cwd=tmp_path)
+    assert wrong.returncode == 2 and "nope" in wrong.stderr
+
+
+NATIVE = """- id: tc-say-hi
+  instruction: Say hi.
+  evaluation: {match: hi}
+  reference_solution: [{tool: answer, arguments: {answer: hi}}]
+- id: tc-docker-only
+  instruction: Say yo.
+  evaluation: {match: yo}
+  backends: [docker]
+  backend_note: needs the full image
+  reference_solution: [{tool: answer, arguments: {answer: yo}}]
+"""
+
+
+def test_a_native_file_lists_the_items_its_backend_leaves_out(tmp_path: Path) -> None:
+    native = tmp_path / "mine.yaml"
+    native.write_text(NATIVE, encoding="utf-8")
+    done = cli("tasks", "check", str(native), "--backend", "local", "--json", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [row] = json.loads(done.stdout)["files"]
+    assert (row["file"], row["format"]) == (str(native), "native")
+    assert [row[k] for k in ("loaded", "not_converted", "ran", "passed", "failed", "not_run")] == [2, 0, 1, 1, 0, 1]
+    assert row["not_run_items"] == [{"where": "tc-docker-only", "reason": "not run on local: needs the full image",
+                                     "detail": ""}]
+
+
+def test_a_run_the_evaluator_stops_early_counts_the_rest_as_not_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The evaluator stops a run whose episodes mostly fail for one infrastructure reason; the
+    # stop is simulated (one episode runs, then the stop), the episode that ran is real.
+    from agentunit_gym.errors import RunStoppedError
+    from agentunit_gym.eval import taskcheck
+    from agentunit_gym.eval.runner import EvalConfig
+
+    real = taskcheck.evaluate
+
+    def stops_after_one(config: EvalConfig, output: Path) -> None:
+        real(config.model_copy(update={"task_ids": ("dev-00000",)}), output)
+        raise RunStoppedError("stopped early: 5 of the 5 episodes finished so far failed for the same reason: X.")
+
+    monkeypatch.setattr(taskcheck, "evaluate", stops_after_one)
+    db_file = tmp_path / "dev.jsonl"
+    db_file.write_text("\n".join(json.dumps(i) for i in DEV) + "\n", encoding="utf-8")
+    result = taskcheck.check_tasks([db_file], backends=["sqlite"], output=tmp_path / "run")
+    assert result.stopped is not None and "same reason: X" in result.stopped and not result.ok
+    [row] = result.files
+    assert (row.loaded, row.ran, row.passed, len(row.not_run)) == (3, 1, 1, 2)
+    assert {f.where for f in row.not_run} == {"dev-00001", "dev-00002"}
+    assert row.top_reasons() == [("not run: the oracle run stopped early", 2)]
