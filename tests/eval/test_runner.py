@@ -239,7 +239,7 @@ def test_episode_wall_clock_limit_ends_a_hung_agent_as_tle(tmp_path: Path, facto
     HungAgent.returned.clear()
     try:
         records = run(tmp_path, agent=HungAgent, env_factory=FACTORIES[factory], task_ids=("t1",),
-                      episode_timeout_s=0.3)
+                      episode_timeout_s=1.0)
         # The run ended the episode while the agent was still replying: no wall-clock bound needed.
         assert not HungAgent.returned.is_set()
     finally:
@@ -288,7 +288,7 @@ def test_a_stuck_backend_step_has_a_deadline(tmp_path: Path, monkeypatch: pytest
     from agentunit_gym.errors import BackendTimeoutError
 
     monkeypatch.setattr(runner, "STEP_GRACE_S", 0.2)
-    config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=0.1, vector=vector)  # type: ignore[arg-type]
+    config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=1.0, vector=vector)  # type: ignore[arg-type]
     StuckToy.release.clear()
     StuckToy.returned.clear()
     try:
