@@ -80,8 +80,9 @@ class StuckToy(ToyEnv):
     returned = threading.Event()
 
     def _execute(self, action: Any) -> Execution:
-        StuckToy.release.wait(60)
-        StuckToy.returned.set()
+        release, returned = StuckToy.release, StuckToy.returned
+        release.wait(60)
+        returned.set()
         return super()._execute(action)
 
 
@@ -91,8 +92,7 @@ def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(episodes, "STEP_GRACE_S", 0.2)
     # An episode budget that a loaded machine still reaches the first step within.
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=1.0)
-    StuckToy.release.clear()
-    StuckToy.returned.clear()
+    StuckToy.release, StuckToy.returned = threading.Event(), threading.Event()
     try:
         with pytest.raises(BackendTimeoutError, match="stuck"):
             run_episodes(config, OracleAgent, "a", tmp_path, env_factory=lambda e, o: StuckToy())

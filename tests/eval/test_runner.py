@@ -228,15 +228,16 @@ class HungAgent:
     returned = threading.Event()
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        HungAgent.release.wait(60)
-        HungAgent.returned.set()
+        # This episode's events: a reply released by an earlier test must not mark a later one.
+        release, returned = HungAgent.release, HungAgent.returned
+        release.wait(60)
+        returned.set()
         return "Act: answer(42)"
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_episode_wall_clock_limit_ends_a_hung_agent_as_tle(tmp_path: Path, factory: str) -> None:
-    HungAgent.release.clear()
-    HungAgent.returned.clear()
+    HungAgent.release, HungAgent.returned = threading.Event(), threading.Event()
     try:
         records = run(tmp_path, agent=HungAgent, env_factory=FACTORIES[factory], task_ids=("t1",),
                       episode_timeout_s=1.0)
@@ -277,8 +278,9 @@ class StuckToy(ToyEnv):
     returned = threading.Event()
 
     def _execute(self, action: Any) -> Execution:
-        StuckToy.release.wait(60)
-        StuckToy.returned.set()
+        release, returned = StuckToy.release, StuckToy.returned
+        release.wait(60)
+        returned.set()
         return super()._execute(action)
 
 
@@ -289,8 +291,7 @@ def test_a_stuck_backend_step_has_a_deadline(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(runner, "STEP_GRACE_S", 0.2)
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=1.0, vector=vector)  # type: ignore[arg-type]
-    StuckToy.release.clear()
-    StuckToy.returned.clear()
+    StuckToy.release, StuckToy.returned = threading.Event(), threading.Event()
     try:
         with pytest.raises(BackendTimeoutError, match="stuck"):
             run_episodes(config, OracleAgent, "a", tmp_path, env_factory=lambda e, o: StuckToy())
