@@ -154,18 +154,22 @@ def test_every_domain_and_category_gets_its_own_criteria_set(tmp_path: Path) -> 
     write_run(tmp_path, [("k1", "get_relations(Paris) solved", True, "Which river?"),
                          ("k2", "get_relations(Lyon)", False, "Which mountain?")],
               domain="kg", env_id="AgentUnit/KG-v0", category="multi-hop")
+    write_run(tmp_path, [("w1", "search[red cotton t-shirt] then click[buy now] solved", True, "A red t-shirt."),
+                         ("w2", "search[lamp]", False, "A blue sofa.")],
+              domain="webshop", env_id="AgentUnit/WebShop-v0", category="fashion")
     scripted = ScriptedJudge()
     with FakeChatServer(scripted) as server:
         _, summary, _ = judge_and_report(tmp_path, config(server, "bundled"))
     stored = read_criteria(tmp_path)
     assert stored is not None
     assert sorted(s["domain"] + "/" + s["category"] for s in stored["sets"]) == ["db/select", "kg/multi-hop",
-                                                                               "os/general"]
+                                                                               "os/general", "webshop/fashion"]
     assert "critic" not in scripted.calls
-    assert set(summary["judge"]["per_domain"]) == {"db", "kg", "os"}
+    assert set(summary["judge"]["per_domain"]) == {"db", "kg", "os", "webshop"}
     names = set(summary["overall"]["metrics"])
     assert "criterion:db/select/query_targets_question" in names and "criterion:os/general/answer_form" in names
     assert "criterion:kg/multi-hop/answer_commitment" in names
+    assert "criterion:webshop/fashion/attribute_matching" in names
 
 
 def test_compare_reports_the_judged_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
