@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.core.env import Execution
 from agentunit_gym.errors import BackendTimeoutError, ConfigError
 from agentunit_gym.eval.agents import OracleAgent
 from agentunit_gym.eval.config import EvalConfig
@@ -21,6 +20,7 @@ from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
 from agentunit_gym.eval.records import EpisodeRecord
 from agentunit_gym.eval.runner import run_episodes
 from tests.core.toy import ToyEnv
+from tests.eval.slow_agent import StuckToy
 
 
 class WaitingOracle(OracleAgent):
@@ -71,19 +71,6 @@ def test_async_agents_run_on_both_schedules(tmp_path: Path, vector: str | None) 
     records = run_episodes(config, AsyncOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv()).records
     assert sorted((r.task_id, r.run, r.success, r.steps) for r in records) == [
         ("t1", 0, True, 2), ("t1", 1, True, 2), ("t2", 0, True, 1), ("t2", 1, True, 1)]
-
-
-class StuckToy(ToyEnv):
-    """A backend whose command hangs until the test releases it (at most 60 s)."""
-
-    release = threading.Event()
-    returned = threading.Event()
-
-    def _execute(self, action: Any) -> Execution:
-        release, returned = StuckToy.release, StuckToy.returned
-        release.wait(60)
-        returned.set()
-        return super()._execute(action)
 
 
 def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

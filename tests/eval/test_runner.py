@@ -27,6 +27,7 @@ from agentunit_gym.eval.runner import (
 from agentunit_gym.eval.summary import load_episodes, summarize
 from agentunit_gym.wrappers import TrapLibrary, make_eval_env
 from tests.core.toy import ToyEnv
+from tests.eval.slow_agent import StuckToy
 from tests.wrappers.fakes import TOY_ADMIN_ID, register_toys
 from tests.wrappers.test_traps import TOY_LIBRARY
 
@@ -269,19 +270,6 @@ def test_summary_and_metrics_from_a_run(tmp_path: Path) -> None:
 
 def test_workitem_key() -> None:
     assert WorkItem("E", "t", 2, 5).key == "E|t|2"
-
-
-class StuckToy(ToyEnv):
-    """A backend whose command hangs until the test releases it (at most 60 s)."""
-
-    release = threading.Event()
-    returned = threading.Event()
-
-    def _execute(self, action: Any) -> Execution:
-        release, returned = StuckToy.release, StuckToy.returned
-        release.wait(60)
-        returned.set()
-        return super()._execute(action)
 
 
 @pytest.mark.parametrize("vector", ["threads", "async"])
