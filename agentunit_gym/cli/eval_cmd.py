@@ -106,6 +106,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--invalid-action", choices=["continue", "terminate"], default=None,
                    help="an invalid reply: continue with feedback (default) or terminate the episode "
                         "(AgentBench; the default under --protocol agentbench)")
+    p.add_argument("--network", action="store_true", default=None,
+                   help="give the envs the network (the OS sandboxes; other envs are unaffected). Off by default: "
+                        "tasks that need it (package installs, downloads) are then left out and listed")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     p.add_argument("--api-key-env", default=None, help="env variable holding the API key (default OPENAI_API_KEY)")
     p.add_argument("--tools", action="store_true", default=None,
@@ -179,6 +182,7 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         "concurrency": args.concurrency, "task_ids": args.task_ids, "categories": args.categories,
         "trap_rate": args.trap_rate, "seed": args.seed, "episode_timeout_s": args.episode_timeout,
         "vector": args.vector, "protocol": args.protocol, "invalid_action": args.invalid_action,
+        "network": args.network,
     }
     if args.envs:
         check_env_ids(args.envs)
@@ -283,10 +287,18 @@ def run(args: argparse.Namespace) -> int:
         print_summary(Console(), summary)
         print_judge_summary(Console(), summary)
     records = result.outcome.records
+    left_out = result.outcome.left_out
+    for lo in left_out:
+        err.print(f"left out: {lo.env_id} {lo.task_id}: {lo.reason}", markup=False)
     err.print(f"{len(records)} episodes run, {result.outcome.skipped} already done, "
-              f"in {result.outcome.elapsed_s:.1f} s. Results: {result.run_dir} (report: {result.report})",
+              + (f"{len(left_out)} task(s) left out (summary.json lists them), " if left_out else "")
+              + f"in {result.outcome.elapsed_s:.1f} s. Results: {result.run_dir} (report: {result.report})",
               markup=False)
     print(result.run_dir)
+    if left_out and not records and not result.outcome.skipped:
+        print(f"agentunit-gym: error: nothing ran: every task of this run was left out ({len(left_out)}); "
+              f"first reason: {left_out[0].reason}", file=sys.stderr)
+        return 1
     failed = [r for r in records if r.status != "done"]
     if records and len(failed) == len(records):
         reasons = sorted({r.error.splitlines()[0][:200] for r in failed if r.error})
@@ -305,7 +317,8 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
 
     config = summary.get("config") or {}
     console.print(f"protocol: {config.get('protocol', 'agentunit')}, "
-                  f"invalid action: {config.get('invalid_action', 'continue')}", markup=False)
+                  f"invalid action: {config.get('invalid_action', 'continue')}, "
+                  f"network: {'on' if config.get('network') else 'off'}", markup=False)
     table = Table(title="Metrics (95% CI)")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col, justify="left" if col == "metric" else "right")

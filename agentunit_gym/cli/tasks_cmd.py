@@ -57,6 +57,9 @@ def register(subparsers: Any) -> None:
     check.add_argument("--output", default=None, metavar="DIR",
                        help="keep the oracle run (episodes.jsonl, traces, report) here; default: a temporary folder")
     check.add_argument("--concurrency", type=int, default=4, help="episodes in flight per env (default 4)")
+    check.add_argument("--network", action="store_true",
+                       help="run with the network (as eval --network); without it, items that need the network "
+                            "are listed as not run")
     check.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
     check.set_defaults(func=cmd_check)
 
@@ -191,12 +194,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from agentunit_gym.eval.taskcheck import check_tasks
+    from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
     if args.concurrency < 1:
         print("agentunit-gym tasks check: error: --concurrency must be at least 1", file=sys.stderr)
         return 2
     result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
-                         concurrency=args.concurrency)
+                         concurrency=args.concurrency, network=args.network)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.ok else 1
@@ -215,7 +219,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     console.print(table)
     for f in result.files:
         for failure in [*f.not_converted, *f.not_run, *f.failed]:
-            console.print(Text(f"{f.file}: {failure.where}: {failure.reason}"))
+            detail = f" ({failure.detail})" if failure.reason == NEEDS_NETWORK and failure.detail else ""
+            console.print(Text(f"{f.file}: {failure.where}: {failure.reason}{detail}"))
     if result.stopped is not None:
         console.print(Text(f"the oracle run stopped early: {result.stopped}"))
     if result.run_dir is not None:

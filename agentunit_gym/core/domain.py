@@ -341,6 +341,11 @@ class Domain:
     criteria: Path | None = None
     """The judge's reviewed default criteria (a YAML file, ``docs/judge.md``); None: the judge's
     critic proposes them from the run's episodes."""
+    network: bool = False
+    """The domain's env takes ``network=True`` (the evaluator's ``--network`` passes it): its
+    backend can then reach the network, for tasks that declare ``needs_network``. A domain
+    without it is unaffected by ``--network``, and its tasks that need the network are never
+    run."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier() or self.name != self.name.lower():

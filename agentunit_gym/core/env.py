@@ -178,9 +178,16 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     # ------------------------------------------------------------ properties
 
     @property
+    def network(self) -> bool:
+        """Whether the env's backend reaches the network (made with ``network=True``). False
+        here: an env whose domain has no network option never does; tasks that need the
+        network are then left out of :attr:`tasks`."""
+        return False
+
+    @property
     def tasks(self) -> list[TaskT]:
-        """The tasks this env can run on its backend."""
-        return [t for t in self._all_tasks if t.supports(self.backend_name)]
+        """The tasks this env can run on its backend (and with its network setting)."""
+        return [t for t in self._all_tasks if t.not_runnable(self.backend_name, network=self.network) is None]
 
     @property
     def suite(self) -> list[TaskT]:
@@ -501,4 +508,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise ConfigError(
                 f"task {task.id!r} runs on {', '.join(task.backends or ())}, not on {self.backend_name!r}{note}."
             )
+        if task.needs_network and not self.network:
+            what = f" ({task.network_note})" if task.network_note else ""
+            raise ConfigError(f"task {task.id!r} needs the network{what}, and this env has none: make it with "
+                              "network=True (agentunit-gym eval --network) where the domain allows it.")
         return task

@@ -74,6 +74,11 @@ class EvalConfig(BaseModel):
     """An invalid reply: ``continue`` shows feedback and goes on; ``terminate`` ends the
     episode as IF/IA (AgentBench's behaviour; the ``agentbench`` protocols' default)."""
 
+    network: bool = False
+    """Give the envs the network (``--network``): passed as ``network=True`` to the envs of the
+    domains that take it (the OS sandboxes); other envs are unaffected. Off by default; tasks
+    that need the network are left out of a run without it (listed in ``summary.json``)."""
+
     @field_validator("envs")
     @classmethod
     def _full_ids(cls, envs: tuple[str, ...]) -> tuple[str, ...]:
@@ -84,7 +89,7 @@ class EvalConfig(BaseModel):
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
                                         "trap_rate", "seed", "env_options", "tasks", "protocol",
-                                        "invalid_action"})
+                                        "invalid_action", "network"})
 
 
 __all__ = ["DEFAULT_VECTOR_MODE", "PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]

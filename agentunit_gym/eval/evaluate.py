@@ -141,7 +141,7 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
         handle.close()  # closing releases the lock
 
 
-_OUR_FILES = ("config.json", "episodes.jsonl", LOCK_FILE)
+_OUR_FILES = ("config.json", "episodes.jsonl", "left_out.json", LOCK_FILE)
 
 
 def _remove_if_unused(run_dir: Path) -> None:

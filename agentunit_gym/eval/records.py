@@ -76,6 +76,11 @@ class RunPaths:
     def report(self) -> Path:
         return self.root / "report.html"
 
+    @property
+    def left_out(self) -> Path:
+        """The tasks the run's envs could not run here, with the reason (a JSON list)."""
+        return self.root / "left_out.json"
+
 
 def read_records(path: Path) -> list[EpisodeRecord]:
     """The records of ``episodes.jsonl``, the last one per key; a torn last line (the run was

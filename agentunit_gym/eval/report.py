@@ -161,6 +161,18 @@ def ci_chart(metrics: dict[str, dict[str, Any]]) -> str:
     return "".join(parts)
 
 
+def left_out_section(left_out: list[dict[str, str]]) -> str:
+    """The tasks the run left out (their env cannot run them here), with the reason; empty
+    when none was."""
+    if not left_out:
+        return ""
+    rows = "".join(f"<tr><td>{html.escape(str(lo.get('env', '')))}</td><td>{html.escape(str(lo.get('task', '')))}</td>"
+                   f"<td>{html.escape(str(lo.get('reason', '')))}</td></tr>" for lo in left_out)
+    return (f"<h2 id='left-out'>Left out ({len(left_out)} tasks, not run and not counted)</h2>"
+            "<table><thead><tr><th>env</th><th>task</th><th>reason</th></tr></thead><tbody>"
+            f"{rows}</tbody></table>")
+
+
 def judge_section(block: dict[str, Any] | None) -> str:
     """The judged run: who judged, the agreement with the env's check, the judged metrics, and
     per (domain, category) the criteria kept and the ones the verifier dropped with the reason."""
@@ -257,6 +269,7 @@ def write_report(run_dir: Path) -> Path:
     meta = (f"{summary['episodes']} episodes | agent {html.escape(str(config.get('agent')))} | "
             f"protocol {html.escape(str(config.get('protocol', 'agentunit')))} (invalid action: "
             f"{html.escape(str(config.get('invalid_action', 'continue')))}) | "
+            f"network {'on' if config.get('network') else 'off'} | "
             f"backends {html.escape(', '.join(summary.get('backends', [])))} | agentunit-gym "
             f"{html.escape(summary['package_version'])} | git {html.escape(str(summary.get('git_revision')))} | "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(summary['created_at']))}")
@@ -271,6 +284,7 @@ def write_report(run_dir: Path) -> Path:
         title=html.escape(title), meta=meta, headline=metrics_table(overall, names),
         finish=finish_bars(summary["finish_reasons"]), chart=ci_chart(overall), metrics=metrics_table(overall),
         per_env=per_env, traces=traces, judge=judge_section(summary.get("judge")),
+        left_out=left_out_section(summary.get("left_out", [])),
     )
     path = RunPaths(run_dir).report
     path.write_text(page, encoding="utf-8")

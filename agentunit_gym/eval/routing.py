@@ -79,6 +79,13 @@ def protocol_options(env_id: str, protocol: str, explicit: dict[str, Any]) -> di
     return {k: v for k, v in options.items() if k not in explicit}
 
 
+def network_options(env_id: str, network: bool) -> dict[str, Any]:
+    """``{"network": True}`` when the run asks for the network and ``env_id``'s domain takes it
+    (:attr:`~agentunit_gym.core.domain.Domain.network`); else ``{}``: the env is unaffected."""
+    domain = registry.domain_of_env(env_id)
+    return {"network": True} if network and domain is not None and domain.network else {}
+
+
 @functools.lru_cache(maxsize=8)
 def _tasks_of(paths: tuple[str, ...]) -> dict[str, list[TaskSpec]]:
     from agentunit_gym.core.task_sources import load_sources, tasks_by_domain
@@ -133,4 +140,4 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
 
 
 __all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
-           "full_env_id", "protocol_options", "registered_env_ids", "task_domains", "task_options"]
+           "full_env_id", "network_options", "protocol_options", "registered_env_ids", "task_domains", "task_options"]

@@ -29,8 +29,9 @@ as an agent error.
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,16 @@ from agentunit_gym.eval.agents import AgentFactory
 from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, EvalConfig, VectorMode
 from agentunit_gym.eval.episodes import run_async
 from agentunit_gym.eval.lockstep import run_lockstep, schedule_fn
-from agentunit_gym.eval.plan import WorkItem, episode_seed, list_tasks, plan, warn_left_out
+from agentunit_gym.eval.plan import (
+    LeftOut,
+    WorkItem,
+    episode_seed,
+    left_out_tasks,
+    list_tasks,
+    plan,
+    selected_left_out,
+    warn_left_out,
+)
 from agentunit_gym.eval.records import (
     EpisodeRecord,
     RecordWriter,
@@ -57,6 +67,7 @@ from agentunit_gym.eval.routing import (
     default_env_factory,
     env_domain,
     full_env_id,
+    network_options,
     protocol_options,
     task_options,
 )
@@ -76,6 +87,9 @@ class RunOutcome:
     setup_s: float = 0.0
     """Of ``elapsed_s``, the time spent making envs (the probe per env id, which is also its
     first copy, and the other copies)."""
+    left_out: list[LeftOut] = field(default_factory=list)
+    """Tasks of the run (after its filters) that its envs cannot run here, with the reason;
+    also written to ``left_out.json``."""
 
 
 def run_episodes(
@@ -123,13 +137,17 @@ def run_episodes(
     try:
         envs = [full_env_id(e) for e in config.envs]
         tasks_by_env: dict[str, list[tuple[str, str]]] = {}
+        everything_left_out: list[LeftOut] = []
         for env_id in envs:
             probe_started = time.perf_counter()
             probes[env_id] = env_factory(env_id, env_options(config, env_id))
             setup_s += time.perf_counter() - probe_started
             tasks_by_env[env_id] = list_tasks(probes[env_id])
+            everything_left_out += left_out_tasks(env_id, probes[env_id])
             warn_left_out(env_id, probes[env_id])
-        items = plan(config, tasks_by_env)
+        items = plan(config, tasks_by_env, everything_left_out)
+        left_out = selected_left_out(config, everything_left_out)
+        paths.left_out.write_text(json.dumps([lo.to_json() for lo in left_out], indent=2), encoding="utf-8")
         todo = [it for it in items if it.key not in done]
         sink = RecordSink(writer, len(items) - len(todo), len(items), progress)
         for env_id in envs:
@@ -143,7 +161,7 @@ def run_episodes(
         for probe in probes.values():  # an error left them unused
             probe.close()
         writer.close()
-    return RunOutcome(sink.written if sink else [], len(done), time.perf_counter() - started, setup_s)
+    return RunOutcome(sink.written if sink else [], len(done), time.perf_counter() - started, setup_s, left_out)
 
 
 def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_factory: AgentFactory,
@@ -174,6 +192,7 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
     options: dict[str, Any] = {"backend": backend_for(env_id, config.backends), **config.env_options}
     options.update(protocol_options(env_id, config.protocol, config.env_options))
     options.update(task_options(env_id, config.tasks))
+    options.update(network_options(env_id, config.network))
     options["max_seconds"] = config.episode_timeout_s
     if config.invalid_action != "continue":
         options["invalid_policy"] = config.invalid_action
@@ -185,7 +204,7 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
 
 
 __all__ = [
-    "DEFAULT_VECTOR_MODE", "INFRA_ERRORS", "EnvFactory", "EpisodeRecord", "EvalConfig",
+    "DEFAULT_VECTOR_MODE", "INFRA_ERRORS", "EnvFactory", "EpisodeRecord", "EvalConfig", "LeftOut",
     "ProgressFn", "RunOutcome", "RunPaths", "ThreadedVectorEnv", "VectorMode", "WorkItem", "backend_for",
     "default_env_factory", "env_domain", "env_options", "episode_seed", "full_env_id", "iter_records", "list_tasks",
     "load_trace", "make_vector_env", "plan", "read_records", "run_episodes", "trace_filename",

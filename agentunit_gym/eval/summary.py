@@ -161,6 +161,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         "per_domain": per_domain,
         "finish_reasons": finish,
         "intervals": interval_methods(episodes),
+        "left_out": json.loads(paths.left_out.read_text(encoding="utf-8")) if paths.left_out.exists() else [],
     }
     judged = judged_block(run_dir, {r.key for r in records if r.status != "infra_error" and r.trace}, seed=seed)
     if judged is not None:

@@ -27,6 +27,7 @@ from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
 from agentunit_gym.eval.runner import EvalConfig
+from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
 _LOCATION = re.compile(r"(?::\d+|#\d+)$")
 
@@ -57,7 +58,8 @@ class FileCheck:
     failed: list[Failure] = field(default_factory=list)
     """Episodes that ran and did not pass."""
     not_run: list[Failure] = field(default_factory=list)
-    """Loaded items the backend left out (they cannot run there)."""
+    """Loaded items the run left out: the backend cannot run them, or they need the network
+    and the check ran without it."""
 
     @property
     def ok(self) -> bool:
@@ -121,7 +123,7 @@ def _reason(record: EpisodeRecord) -> Failure:
 
 
 def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto",), output: str | Path | None = None,
-                concurrency: int = 4, episode_timeout_s: float = 600.0) -> TaskCheck:
+                concurrency: int = 4, episode_timeout_s: float = 600.0, network: bool = False) -> TaskCheck:
     """Load ``paths`` as ``--tasks`` does, run the oracle over what converted, count per file.
 
     Args:
@@ -131,6 +133,9 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
             default it runs in a temporary folder removed afterwards.
         concurrency: episodes in flight per env.
         episode_timeout_s: wall-clock limit of one episode.
+        network: run with the network (``eval --network``); without it, items that need the
+            network (``needs_network``, e.g. AgentBench items that ``apt install``) are not run
+            and are listed as ``needs network (not run; pass --network)``.
 
     Returns:
         One :class:`FileCheck` per source file, in the order read.
@@ -168,7 +173,7 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
     if grouped:
         envs = tuple(get_domain(name).envs[0].id for name in grouped)
         config = EvalConfig(envs=envs, agent="oracle", backends=tuple(backends), tasks=tuple(resolved),
-                            concurrency=concurrency, episode_timeout_s=episode_timeout_s)
+                            concurrency=concurrency, episode_timeout_s=episode_timeout_s, network=network)
         if output is not None:
             run_dir = Path(output)
             records, stopped = _run_oracle(config, run_dir)
@@ -193,6 +198,9 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
                     if stopped is not None:
                         reason = "not run: the oracle run stopped early"
                         owner[(name, task.id)].not_run.append(Failure(task.id, reason, stopped))
+                        continue
+                    if task.needs_network and not network:
+                        owner[(name, task.id)].not_run.append(Failure(task.id, NEEDS_NETWORK, task.network_note or ""))
                         continue
                     note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
                     owner[(name, task.id)].not_run.append(Failure(task.id, f"not run on {','.join(backends)}: {note}"))

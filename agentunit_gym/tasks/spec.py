@@ -11,6 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+NEEDS_NETWORK = "needs network (not run; pass --network)"
+"""The reason a task that needs the network is left out of a run without it."""
+
 
 class ReferenceStep(BaseModel):
     """One call of a reference solution.
@@ -73,6 +76,12 @@ class TaskSpec(BaseModel):
     """Backends the task runs on; None means all of the domain's."""
     backend_note: str | None = None
     """Why the task is limited to some backends, when it is."""
+    needs_network: bool = False
+    """The task reaches the network (its setup installs packages, its solution downloads
+    something). It runs only in an env made with ``network=True`` (``eval --network``);
+    a run without the network leaves it out, as a backend that cannot run a task does."""
+    network_note: str | None = None
+    """What needs the network (the AgentBench loader names the commands it found)."""
     source: str | None = None
     """Where the task came from (a bundled file, an AgentBench file and index)."""
 
@@ -84,24 +93,44 @@ class TaskSpec(BaseModel):
     def supports(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
 
+    def not_runnable(self, backend: str, *, network: bool) -> str | None:
+        """Why the task cannot run on ``backend`` with (or without) the network, None when it can.
 
-def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Collection[str] = ()) -> str | None:
+        Example: ``"needs network (not run; pass --network)"``.
+        """
+        if not self.supports(backend):
+            note = self.backend_note or f"runs only on {', '.join(self.backends or ())}"
+            return f"not run on {backend}: {note}"
+        if self.needs_network and not network:
+            return NEEDS_NETWORK + (f": {self.network_note}" if self.network_note else "")
+        return None
+
+
+def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Collection[str] = (),
+                  network: bool = True) -> str | None:
     """A one-line warning when ``backend`` cannot run the whole of ``suite``, else None.
 
     ``needs_docker`` names the backends that run on a Docker daemon (from the domain
     descriptions): when the left-out tasks need one of them, the hint says to start Docker.
+    ``network`` is whether the env has the network; without it, tasks that need it are
+    left out too, and the note counts them.
 
     Example: ``"8 docker-only tasks left out on backend local: start Docker (or pass --backend
     docker) for the full suite"``. Tasks list the backends they run on; those that do not list
     ``backend`` are left out of a run on it, which changes what the run's numbers mean.
     """
+    notes = []
     left = [task for task in suite if not task.supports(backend)]
-    if not left:
-        return None
-    needed = sorted({name for task in left for name in (task.backends or ())})
-    label = "/".join(needed) if needed else "other-backend"
-    hint = (f"start Docker (or pass --backend {needed[0]})" if len(needed) == 1 and needed[0] in needs_docker
-            else f"use --backend {needed[0]}" if needed else "use another backend")
-    plural = "s" if len(left) != 1 else ""
-    return f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite"
-
+    if left:
+        needed = sorted({name for task in left for name in (task.backends or ())})
+        label = "/".join(needed) if needed else "other-backend"
+        hint = (f"start Docker (or pass --backend {needed[0]})" if len(needed) == 1 and needed[0] in needs_docker
+                else f"use --backend {needed[0]}" if needed else "use another backend")
+        plural = "s" if len(left) != 1 else ""
+        notes.append(f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite")
+    offline = [task for task in suite if task.supports(backend) and task.needs_network and not network]
+    if offline:
+        plural = "s" if len(offline) != 1 else ""
+        notes.append(f"{len(offline)} task{plural} that need{'' if plural else 's'} the network left out: "
+                     "pass --network to run them")
+    return "; ".join(notes) or None

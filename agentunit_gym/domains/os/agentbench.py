@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentunit_gym.domains.os.network import network_commands
 from agentunit_gym.domains.os.task import OSTask, Script
 from agentunit_gym.errors import ConfigError, TaskFileError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, parse_tasks, read_task_text
@@ -195,6 +196,10 @@ def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, 
             task["category"] = str(labels[0])
     if item.get("start") is not None:
         task["start"] = _script(item["start"])
+    needs = _network_needs(task, item, script_dir)
+    if needs:
+        task["needs_network"] = True
+        task["network_note"] = needs
     if isinstance(evaluation, dict):
         match = task["evaluation"].get("match")
         answer = match.get("answer") if isinstance(match, dict) else match
@@ -203,6 +208,30 @@ def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, 
         elif task["evaluation"].get("check") is not None and task["evaluation"].get("example") is not None:
             task["reference_solution"] = _replay_example(task["evaluation"], script_dir, task_id, source)
     return task
+
+
+def _network_needs(task: dict[str, Any], item: dict[str, Any], script_dir: Path | str) -> str | None:
+    """What of the item's init, start and example scripts needs the network (see
+    :mod:`agentunit_gym.domains.os.network`), e.g. ``"init: apt update, apt install"``; None
+    when nothing does. A script that does not validate or read is skipped here (validation
+    reports it)."""
+    evaluation = item.get("evaluation")
+    example = evaluation.get("example") if isinstance(evaluation, dict) else None
+    groups = (("init", task["init"]), ("start", [task["start"]] if "start" in task else []),
+              ("example", [_script(example)] if example is not None else []))
+    parts = []
+    for where, scripts in groups:
+        found: list[str] = []
+        for raw in scripts:
+            try:
+                script = Script.model_validate(raw)
+                code = script.source(str(script_dir))
+            except (ValidationError, TaskFileError):
+                continue
+            found += [c for c in network_commands(code, script.language) if c not in found]
+        if found:
+            parts.append(f"{where}: {', '.join(found)}")
+    return "; ".join(parts) or None
 
 
 def _replay_example(evaluation: dict[str, Any], script_dir: Path | str, task_id: str,

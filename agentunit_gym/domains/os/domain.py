@@ -39,6 +39,7 @@ DOMAIN = Domain(
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
     protocols=PROTOCOLS,
+    network=True,
     report_sections=(
         ReportSection("OS: grading", ("exact_match", "success_rate", "step_efficiency"),
                       "Tasks graded by a match compare the answer; check tasks run their pipeline."),

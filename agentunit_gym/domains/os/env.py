@@ -55,6 +55,10 @@ class OSEnv(AgentEnv[OSTask]):
         observation_limit: characters of command output shown to the agent (AgentBench: 800).
         command_timeout: seconds a ``bash`` action may run before its process group is killed.
         sandbox: an existing sandbox to use; the env then does not close it.
+        network: give the sandbox the network (off by default; both backends take it). Tasks
+            that declare ``needs_network`` run only then; without it they are left out of
+            :attr:`tasks` and ``reset`` refuses them. With an existing ``sandbox``, say whether
+            that sandbox has the network.
         **sandbox_options: passed to ``open_sandbox`` (e.g. ``image=`` for docker).
 
     Raises:
@@ -79,6 +83,7 @@ class OSEnv(AgentEnv[OSTask]):
         observation_limit: int = 800,
         command_timeout: float = 10.0,
         sandbox: Sandbox | None = None,
+        network: bool = False,
         **sandbox_options: Any,
     ) -> None:
         if observation_limit < 1:
@@ -87,8 +92,11 @@ class OSEnv(AgentEnv[OSTask]):
             raise ConfigError(f"command_timeout must be positive, got {command_timeout}.")
         if sandbox is not None and sandbox_options:
             raise ConfigError(f"sandbox options {sorted(sandbox_options)} given with an existing sandbox.")
+        if not isinstance(network, bool):
+            raise ConfigError(f"network must be True or False, got {network!r}.")
         self.observation_limit = observation_limit
         self.command_timeout = command_timeout
+        self._network = network
         self._owns_sandbox = sandbox is None
         # Tasks first: a bad task file then fails before any container exists.
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
@@ -96,6 +104,8 @@ class OSEnv(AgentEnv[OSTask]):
             # Imported here: the factory pulls in the docker SDK only when it is used.
             from agentunit_gym.backends.sandbox.factory import open_sandbox
 
+            if network:  # only when asked: the sandboxes' own default stays the one place for "off"
+                sandbox_options["network"] = True
             sandbox = open_sandbox(kind=cast("SandboxKind", backend), **sandbox_options)
         self.sandbox: Sandbox = sandbox
         # A sandbox that ran nothing yet is pristine: the first reset skips sandbox.reset().
@@ -104,6 +114,10 @@ class OSEnv(AgentEnv[OSTask]):
     @property
     def backend_name(self) -> str:
         return self.sandbox.kind
+
+    @property
+    def network(self) -> bool:
+        return self._network
 
     # ----------------------------------------------------------------- hooks
 
