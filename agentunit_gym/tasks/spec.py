@@ -132,5 +132,5 @@ def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Coll
     if offline:
         plural = "s" if len(offline) != 1 else ""
         notes.append(f"{len(offline)} task{plural} that need{'' if plural else 's'} the network left out: "
-                     "pass --network to run them")
+                     f"pass --network to run {'them' if plural else 'it'}")
     return "; ".join(notes) or None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,53 @@ def test_a_run_warns_when_its_backend_leaves_tasks_out(tmp_path: Path, caplog: p
     backend = ToyEnv().backend_name
     assert notes == [f"AgentUnit/Toy-v0: 1 other-only task left out on backend {backend}: "
                      "use --backend other for the full suite"]
+
+
+def test_left_out_tasks_are_listed_with_the_reason_and_the_filters_apply(tmp_path: Path) -> None:
+    from agentunit_gym.eval.routing import network_options
+    from agentunit_gym.tasks.spec import NEEDS_NETWORK
+    from tests.core.toy import TOY_TASKS, ToyTask
+
+    online = ToyTask(id="t4", instruction="Fetch it.", answer="1", category="web", needs_network=True,
+                     network_note="downloads", reference_solution=({"answer": "1"},))  # type: ignore[arg-type]
+
+    def factory(env_id: str, options: dict[str, Any]) -> ToyEnv:
+        return ToyEnv(tasks=[*TOY_TASKS, online])
+
+    # The toy domain has no network option: --network does not reach its env, so t4 stays out.
+    assert network_options("AgentUnit/Toy-v0", True) == {}
+    assert network_options("AgentUnit/OS-v0", True) == {"network": True}
+    assert network_options("AgentUnit/OS-v0", False) == {}
+    config = EvalConfig(envs=("Toy-v0",), network=True)
+    outcome = run_episodes(config, OracleAgent, "a", tmp_path / "all", env_factory=factory)
+    assert sorted(r.task_id for r in outcome.records) == ["t1", "t2"]
+    backend = ToyEnv().backend_name
+    expected = [{"env": "AgentUnit/Toy-v0", "task": "t3", "reason": f"not run on {backend}: runs only on other"},
+                {"env": "AgentUnit/Toy-v0", "task": "t4", "reason": f"{NEEDS_NETWORK}: downloads"}]
+    assert [lo.to_json() for lo in outcome.left_out] == expected
+    assert json.loads(RunPaths(tmp_path / "all").left_out.read_text()) == expected
+    assert summarize(tmp_path / "all")["left_out"] == expected
+    # A category filter keeps only the left-out tasks it would have kept; asking for a left-out
+    # task by id is not an unknown id, and a plan of nothing but left-out tasks is empty.
+    only_web = EvalConfig(envs=("Toy-v0",), categories=("web",))
+    outcome = run_episodes(only_web, OracleAgent, "a", tmp_path / "web", env_factory=factory)
+    assert outcome.records == [] and [lo.task_id for lo in outcome.left_out] == ["t4"]
+    assert plan(EvalConfig(envs=("Toy-v0",), task_ids=("t4",)), {"AgentUnit/Toy-v0": [("t1", "general")]},
+                outcome.left_out) == []
+    with pytest.raises(ConfigError, match="no env of this run has the task ids"):
+        plan(EvalConfig(envs=("Toy-v0",), task_ids=("t9",)), {"AgentUnit/Toy-v0": [("t1", "general")]},
+             outcome.left_out)
+
+
+def test_the_left_out_note_counts_backend_and_network_tasks() -> None:
+    from agentunit_gym.tasks.spec import TaskSpec, left_out_note
+
+    suite = [TaskSpec(id="a", instruction="x"), TaskSpec(id="b", instruction="x", backends=("docker",)),
+             TaskSpec(id="c", instruction="x", needs_network=True),
+             TaskSpec(id="d", instruction="x", needs_network=True, backends=("docker",))]
+    assert left_out_note(suite, "local", needs_docker={"docker"}, network=False) == (
+        "2 docker-only tasks left out on backend local: start Docker (or pass --backend docker) for the full "
+        "suite; 1 task that needs the network left out: pass --network to run it")
+    assert left_out_note(suite, "docker", network=False) == (
+        "2 tasks that need the network left out: pass --network to run them")
+    assert left_out_note(suite, "docker", network=True) is None
