@@ -99,6 +99,9 @@ def test_tasks_check_lists_network_items_as_not_run_and_runs_them_with_network(t
     with token_server("tok-99") as server:
         address = host_address("local")
         checkout = _agentbench_checkout(tmp_path, address, server.port)
+        listing = cli("tasks", "list", "--tasks", str(checkout), cwd=tmp_path)
+        rows = {line.split("│")[1].strip(): line for line in listing.stdout.splitlines() if "dev-001-dev" in line}
+        assert "all (needs network)" in rows["dev-001-dev-00000"] and "needs network" not in rows["dev-001-dev-00001"]
         without = cli("tasks", "check", str(checkout), "--backend", "local", "--json", cwd=tmp_path)
         assert without.returncode == 1, without.stderr
         assert not server.hits
