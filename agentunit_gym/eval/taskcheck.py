@@ -4,7 +4,9 @@
 and loaders, :mod:`agentunit_gym.core.task_sources`), runs the oracle agent over the tasks
 that converted with :func:`~agentunit_gym.eval.evaluate.evaluate`, and counts per source file:
 items loaded, items that did not convert (with file, line or item and reason), episodes that
-ran, passed and failed (with the episode's finish reason, error or task error). A folder of
+ran, passed and failed (with the episode's finish reason, error or task error), and items not
+run (a backend that cannot run them, or ``needs network (not run; pass --network)`` for items
+that need the network when the check runs without it). A folder of
 several data files (AgentBench's ``data/``) gives one row per file.
 
 What ``agentunit-gym tasks check`` prints; see docs/tasks.md.
