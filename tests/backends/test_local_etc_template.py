@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentunit_gym.backends.sandbox.local import LocalSandbox, shared_etc_template
+from agentunit_gym.backends.sandbox.local import LocalSandbox, release_etc_template, shared_etc_template
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -32,7 +32,22 @@ def test_sandboxes_of_one_process_share_the_template(pair: tuple[LocalSandbox, L
     assert first._etc is not None and first._etc == second._etc
     assert first.host_dir is not None and not first._etc.is_relative_to(first.host_dir)
     # A different network setting has its own template (its resolv.conf differs).
-    assert shared_etc_template(first._etc.parent.parent, first._owner_uid, True) != first._etc
+    other = shared_etc_template(first._etc.parent.parent, first._owner_uid, True)
+    assert other != first._etc
+    release_etc_template(other)
+    assert not other.exists()
+
+
+def test_the_last_sandbox_out_removes_the_template() -> None:
+    first, second = LocalSandbox(), LocalSandbox()
+    first.start()
+    second.start()
+    template = first._etc
+    assert template is not None and template == second._etc
+    first.close()
+    assert template.is_dir() and second.shell("cat /etc/hostname").output == "sandbox\n"
+    second.close()
+    assert not template.parent.exists()
 
 
 def test_an_agent_cannot_change_the_shared_template(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
@@ -53,7 +68,7 @@ def test_an_agent_cannot_change_the_shared_template(pair: tuple[LocalSandbox, Lo
 
 def test_the_template_goes_when_the_process_exits(tmp_path: object) -> None:
     script = ("from agentunit_gym.backends.sandbox.local import LocalSandbox\n"
-              "sb = LocalSandbox(); sb.start(); print(sb._etc.parent, flush=True); sb.close()\n")
+              "sb = LocalSandbox(); sb.start(); print(sb._etc.parent, flush=True)\n")  # never closed
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     holder = out.stdout.strip().splitlines()[-1]
     assert "agentunit-gym-etc-" in holder and not os.path.exists(holder)
