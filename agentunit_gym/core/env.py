@@ -175,6 +175,22 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def _close_backend(self) -> None:
         """Release every backend resource. Called once."""
 
+    def _warm_backend(self) -> None:
+        """Start the backend now rather than at the first reset (a container, a sandbox, a
+        server connection). Must be idempotent and leave the env as if never used."""
+
+    def warm_up(self) -> None:
+        """Start the backend ahead of the first ``reset()``. Optional: ``reset()`` starts it
+        anyway. The evaluator calls it on every env copy side by side while it makes them, so
+        the first episodes do not all pay a container's or a sandbox's start at once.
+
+        Raises:
+            BackendError: the backend could not be started (``reset()`` would raise the same).
+        """
+        if self._closed:
+            raise EpisodeStateError("this env is closed")
+        self._warm_backend()
+
     # ------------------------------------------------------------ properties
 
     @property

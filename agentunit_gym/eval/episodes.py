@@ -18,6 +18,7 @@ only its own episode (docs/performance.md, "Asynchronous episodes").
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -45,6 +46,8 @@ STEP_GRACE_S = 60.0
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 
 def run_async(config: EvalConfig, items: list[WorkItem], agent_factory: AgentFactory, agent_label: str,
               make_copy: Callable[[], ScheduleEpisodes], probe: ScheduleEpisodes | None, sink: RecordSink) -> float:
@@ -52,7 +55,7 @@ def run_async(config: EvalConfig, items: list[WorkItem], agent_factory: AgentFac
     ``probe``, when given, is the first copy. Every copy is closed here.
 
     Returns:
-        The seconds spent making the env copies.
+        The seconds spent making the env copies and starting their backends.
 
     Raises:
         BackendTimeoutError: an env call did not return in time (its backend is stuck).
@@ -66,6 +69,7 @@ def run_async(config: EvalConfig, items: list[WorkItem], agent_factory: AgentFac
     made = time.perf_counter()
     try:
         copies += list(env_pool.map(lambda _: make_copy(), range(width - len(copies))))
+        list(env_pool.map(_warm_up, copies))
         setup_s = time.perf_counter() - made
         scheduler = _Scheduler(config, agent_factory, agent_label, sink, env_pool, agent_pool)
         _run_coroutine(scheduler.run(deque((it, 1) for it in items), copies))
@@ -77,6 +81,18 @@ def run_async(config: EvalConfig, items: list[WorkItem], agent_factory: AgentFac
             list(closer.map(lambda env: env.close(), copies))
         env_pool.shutdown(wait=False, cancel_futures=True)
     return setup_s
+
+
+def _warm_up(env: ScheduleEpisodes) -> None:
+    """Start an env copy's backend now, side by side with the others, rather than in its first
+    episode. A failure is left for that episode's reset to meet (and classify, or retry)."""
+    warm = getattr(env.unwrapped, "warm_up", None)
+    if warm is None:
+        return
+    try:
+        warm()
+    except Exception as exc:  # noqa: BLE001 - the first reset raises it again, on the usual path
+        logger.debug("warming up an env copy failed (its first reset will retry): %s", exc)
 
 
 def _run_coroutine(coroutine: Any) -> None:

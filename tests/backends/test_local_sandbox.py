@@ -23,7 +23,13 @@ import pytest
 from agentunit_gym.backends import process
 from agentunit_gym.backends.process import ProcessResult
 from agentunit_gym.backends.sandbox.factory import open_sandbox, resolve_kind
-from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, WRITABLE_DIRS, LocalSandbox, detect_isolation
+from agentunit_gym.backends.sandbox.local import (
+    ROOT_CALLER_UID,
+    WRITABLE_DIRS,
+    LocalSandbox,
+    default_temp_parent,
+    detect_isolation,
+)
 from agentunit_gym.errors import BackendError, ConfigError, IsolationError
 from tests.backends.sandbox_conformance import count_procs
 
@@ -67,7 +73,7 @@ def our_leftovers(temp_dir: str | None = None) -> dict[str, list[str]]:
     """Host-side traces local sandboxes of this test process could leave: temp dirs, cgroups,
     processes. Other sessions on the machine may run sandboxes too, so with ``temp_dir`` only
     the sandboxes made there count."""
-    temp_dir = temp_dir or tempfile.gettempdir()
+    temp_dir = temp_dir or str(default_temp_parent())
     procs = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -151,7 +157,7 @@ def test_unisolated_needs_explicit_opt_in(monkeypatch: pytest.MonkeyPatch, caplo
         # Commands run on the host, in a private working dir that reset wipes.
         assert sb.shell("echo hi > here.txt; cat here.txt").output == "hi\n"
         workdir = sb.shell("pwd").output.strip()
-        assert workdir.startswith(tempfile.gettempdir()) and Path(workdir, "here.txt").exists()
+        assert workdir.startswith(str(default_temp_parent())) and Path(workdir, "here.txt").exists()
         assert sb.shell("echo $HOME").output.strip() == workdir
         assert sb.shell("sleep 1000", timeout=1).timed_out
         assert sb.shell("echo $((1+1))").output == "2\n"
@@ -212,11 +218,20 @@ def test_system_dirs_are_read_only_and_etc_is_the_sandboxs_own(sandbox: LocalSan
     assert "jack" not in Path("/etc/passwd").read_text()
 
 
-def test_private_dirs_hide_the_host(sandbox: LocalSandbox) -> None:
-    marker = Path(tempfile.gettempdir()) / f"host-only-{secrets.token_hex(4)}"
+@pytest.mark.parametrize("where", ["tmp", "shm"])
+def test_private_dirs_hide_the_host(sandbox: LocalSandbox, where: str) -> None:
+    # The host's /tmp, and the host's /dev/shm where the sandbox's own dirs live by default.
+    base = Path(tempfile.gettempdir()) if where == "tmp" else Path("/dev/shm")
+    if not base.is_dir():
+        pytest.skip(f"no {base} on this host")
+    marker = base / f"host-only-{secrets.token_hex(4)}"
     marker.write_text("host")
     try:
         assert sandbox.shell(f"test -e {marker}; echo $?").output == "1\n"
+        # Nothing of the host's temp dir shows, the sandbox's own dirs included.
+        assert sandbox.host_dir is not None
+        assert sandbox.shell(f"ls -A {base} | grep -c . || true").output.strip() == "0"
+        assert sandbox.shell(f"test -e {sandbox.host_dir}; echo $?").output == "1\n"
         sandbox.shell(f"echo sandbox > {marker}")
         assert marker.read_text() == "host"
     finally:

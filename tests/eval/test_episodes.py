@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.errors import BackendTimeoutError, ConfigError
+from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, EpisodeStateError
 from agentunit_gym.eval.agents import OracleAgent
 from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.fake_server import FakeChatServer
@@ -87,6 +87,41 @@ def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest
         assert not StuckToy.returned.is_set()
     finally:
         StuckToy.release.set()
+
+
+class WarmToy(ToyEnv):
+    """Records when its backend was started: ahead of the run, or by a reset."""
+
+    log: list[str] = []
+    fail = False
+
+    def _warm_backend(self) -> None:
+        if WarmToy.fail:
+            raise BackendError("the daemon is away")
+        WarmToy.log.append("warm")
+
+    def _start_episode(self, task: Any) -> str:
+        WarmToy.log.append("episode")
+        return super()._start_episode(task)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["warmed", "warm-up-fails"])
+def test_every_copy_is_warmed_before_the_first_episode(tmp_path: Path, fail: bool) -> None:
+    WarmToy.log, WarmToy.fail = [], fail
+    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=3)
+    records = run_episodes(config, OracleAgent, "a", tmp_path, env_factory=lambda e, o: WarmToy()).records
+    # A failed warm-up is left for the episode's own reset; the run goes on.
+    assert len(records) == 4 and all(r.success for r in records)
+    expected = [] if fail else ["warm"] * 3
+    assert WarmToy.log[:len(expected)] == expected and WarmToy.log.count("episode") == 4
+    assert WarmToy.log.count("warm") == len(expected)
+
+
+def test_warm_up_on_a_closed_env_is_refused() -> None:
+    env = ToyEnv()
+    env.close()
+    with pytest.raises(EpisodeStateError, match="closed"):
+        env.warm_up()
 
 
 # ------------------------------------------------------------------- the rate gate

@@ -33,6 +33,7 @@ See docs/sandbox-local.md.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import logging
@@ -46,6 +47,7 @@ import stat
 import subprocess
 import tempfile
 import termios
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -353,6 +355,152 @@ def build_etc(dest: Path) -> None:
     os.symlink("../proc/self/mounts", dest / "mtab")
 
 
+def default_temp_parent() -> Path:
+    """Where a sandbox keeps its dirs unless given ``temp_dir``: ``/dev/shm`` when it is a
+    tmpfs that every user may write and ``TMPDIR`` is not set, else the system temp dir.
+
+    Why: a box is ~80 fresh files and dirs, made at each reset and deleted after. On a tmpfs
+    that takes ~1.5 ms of CPU; on this machine's ext4 ``/tmp`` it took ~50 ms, most of a
+    reset's cost (docs/performance.md). The price: what the agent writes is held in memory,
+    as it is in the docker sandbox's tmpfs layer.
+    """
+    shm = Path("/dev/shm")
+    if "TMPDIR" not in os.environ and _is_tmpfs(shm):
+        with contextlib.suppress(OSError):
+            if stat.S_IMODE(shm.stat().st_mode) & 0o1777 == 0o1777 and os.access(shm, os.W_OK | os.X_OK):
+                return shm
+    return Path(tempfile.gettempdir())
+
+
+@functools.lru_cache(maxsize=8)
+def _is_tmpfs(path: Path) -> bool:
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            return any(f.split()[1:3] == [str(path), "tmpfs"] for f in mounts if len(f.split()) > 2)
+    except OSError:
+        return False
+
+
+_ETC_TEMPLATES: dict[tuple[int, str, int | None, bool], Path] = {}
+_ETC_USERS: dict[Path, int] = {}
+_ETC_LOCK = threading.Lock()
+
+
+def shared_etc_template(parent: Path, owner_uid: int | None, network: bool) -> Path:
+    """The ``/etc`` template the boxes copy from and bind parts of read-only: built once per
+    process for each temp dir, owner and network setting, and removed when the last sandbox
+    using it lets it go (:func:`release_etc_template`) or the process exits.
+    Building one copies ~800 files from the host's ``/etc`` (0.2-0.3 s of CPU), which every
+    sandbox paid at its start, all at once when an evaluation starts 64 of them.
+
+    Safe to share: a box binds the template's big trees read-only and copies the rest, so no
+    agent can write to it; sandboxes of one process run as the same host uid.
+    """
+    key = (os.getpid(), str(parent), owner_uid, network)
+    with _ETC_LOCK:
+        found = _ETC_TEMPLATES.get(key)
+        if found is not None and found.is_dir():
+            _ETC_USERS[found] = _ETC_USERS.get(found, 0) + 1
+            return found
+        holder = Path(tempfile.mkdtemp(prefix="agentunit-gym-etc-", dir=parent))
+        try:
+            build_etc(holder / "etc")
+            if network:  # the host's resolver settings, for names to resolve
+                with contextlib.suppress(OSError):
+                    shutil.copyfile("/etc/resolv.conf", holder / "etc" / "resolv.conf")
+            if owner_uid is not None:
+                _chown_tree(holder, owner_uid)
+        except BaseException:
+            _rmtree(holder)
+            raise
+        if not _ETC_TEMPLATES:
+            atexit.register(_remove_etc_templates, os.getpid())
+        _ETC_TEMPLATES[key] = holder / "etc"
+        _ETC_USERS[holder / "etc"] = 1
+        return holder / "etc"
+
+
+def release_etc_template(template: Path) -> None:
+    """One sandbox no longer uses ``template``; the last one out removes it."""
+    with _ETC_LOCK:
+        left = _ETC_USERS.get(template, 0) - 1
+        if left > 0:
+            _ETC_USERS[template] = left
+            return
+        _ETC_USERS.pop(template, None)
+        _ETC_COPIES.pop(template, None)
+        for key, path in list(_ETC_TEMPLATES.items()):
+            if path == template:
+                del _ETC_TEMPLATES[key]
+    _rmtree(template.parent)
+
+
+_CopyEntry = tuple[str, Literal["dir", "link", "file"], int, bytes | str]
+_ETC_COPIES: dict[Path, tuple[_CopyEntry, ...]] = {}
+
+
+def _etc_copy(template: Path) -> tuple[_CopyEntry, ...]:
+    """What each box copies from ``template``, read once: (relative path, kind, mode, content
+    or link target), parents before children; each of :data:`ETC_READ_ONLY` is an empty dir,
+    the mount point of its read-only bind. Writing ~50 small files from memory takes a box
+    ~1 ms, where ``shutil.copytree`` took ~10 ms of CPU (stat, copy and copystat per file)."""
+    with _ETC_LOCK:
+        found = _ETC_COPIES.get(template)
+        if found is not None:
+            return found
+        bound = {os.path.join(template, rel) for rel in ETC_READ_ONLY if (template / rel).is_dir()}
+        entries: list[_CopyEntry] = []
+        for parent, dirs, files in os.walk(template):
+            for name in sorted(dirs) + sorted(files):
+                path = os.path.join(parent, name)
+                rel = os.path.relpath(path, template)
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    entries.append((rel, "link", 0, os.readlink(path)))
+                elif stat.S_ISDIR(st.st_mode):
+                    entries.append((rel, "dir", stat.S_IMODE(st.st_mode), b""))
+                elif stat.S_ISREG(st.st_mode):
+                    with contextlib.suppress(OSError):  # an unreadable file is left out, as build_etc does
+                        entries.append((rel, "file", stat.S_IMODE(st.st_mode), Path(path).read_bytes()))
+            dirs[:] = [d for d in dirs if os.path.join(parent, d) not in bound
+                       and not os.path.islink(os.path.join(parent, d))]
+        _ETC_COPIES[template] = found = tuple(entries)
+        return found
+
+
+def _write_copy(entries: tuple[_CopyEntry, ...], dest: Path) -> None:
+    """Make ``dest`` (which must not exist) from :func:`_etc_copy`'s entries."""
+    os.mkdir(dest, 0o755)
+    for rel, kind, mode, payload in entries:
+        path = os.path.join(dest, rel)
+        if kind == "link":
+            os.symlink(payload, path)
+        elif kind == "dir":
+            os.mkdir(path)
+            os.chmod(path, mode)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                data = memoryview(payload if isinstance(payload, bytes) else payload.encode())
+                while data:
+                    data = data[os.write(fd, data):]
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+
+
+def _remove_etc_templates(pid: int) -> None:
+    if os.getpid() != pid:  # a forked child exiting: the templates are its parent's
+        return
+    with _ETC_LOCK:
+        for key, path in list(_ETC_TEMPLATES.items()):
+            if key[0] == pid:
+                _rmtree(path.parent)
+                del _ETC_TEMPLATES[key]
+                _ETC_COPIES.pop(path, None)
+                _ETC_USERS.pop(path, None)
+
+
 def _check_traversable(path: Path, uid: int) -> None:
     """Raise ConfigError unless ``uid`` may pass through every dir from / down to ``path``: the
     namespace tools run as that uid and must reach the sandbox's dirs."""
@@ -363,12 +511,6 @@ def _check_traversable(path: Path, uid: int) -> None:
                 f"the local sandbox's temp dir {path} is below {d} (mode {stat.S_IMODE(st.st_mode):o}), which uid "
                 f"{uid} cannot enter: as root, the sandbox runs as that unprivileged uid. Pass temp_dir= a dir "
                 "every user may traverse (like /tmp).")
-
-
-def _ignore_etc_read_only(template: Path) -> Callable[[str, list[str]], list[str]]:
-    """A ``copytree`` filter that leaves out the template's :data:`ETC_READ_ONLY` trees."""
-    big = {template / rel for rel in ETC_READ_ONLY}
-    return lambda parent, names: [name for name in names if Path(parent, name) in big]
 
 
 def _chown_tree(path: Path, uid: int) -> None:
@@ -517,7 +659,8 @@ class LocalSandbox(Sandbox):
             one. Off by default: opt in only for tasks that must reach the network.
         workdir: the shell's and ``run()``'s initial directory.
         env: extra environment variables for the shell and ``run()``.
-        temp_dir: where the private dirs are created (default: the system temp dir).
+        temp_dir: where the private dirs are created (default: :func:`default_temp_parent`,
+            ``/dev/shm`` when it is a shared tmpfs, else the system temp dir).
 
     Raises:
         IsolationError: (on start) no namespace tool works and ``allow_unisolated`` is False.
@@ -555,6 +698,7 @@ class LocalSandbox(Sandbox):
         self._owner_uid: int | None = ROOT_CALLER_UID if os.geteuid() == 0 and isolation != "none" else None
         """The host uid behind root inside, when the sandbox's files must be given to it (root callers)."""
         self._root: Path | None = None  # our temp dir: one sub-dir per box
+        self._etc: Path | None = None  # the /etc template (shared by the process's sandboxes)
         self._cgroup: _PidsCgroup | None = None
         self._prlimit: str | None = None
         self._box: _Box | None = None
@@ -586,17 +730,15 @@ class LocalSandbox(Sandbox):
             if self.mechanism == "none":
                 self._owner_uid = None
         if self._root is None:
-            parent = Path(self._temp_parent or tempfile.gettempdir())
+            parent = Path(self._temp_parent) if self._temp_parent else default_temp_parent()
             if self._owner_uid is not None:
                 _check_traversable(parent, self._owner_uid)
             self._root = Path(tempfile.mkdtemp(prefix="agentunit-gym-local-", dir=parent))
             if self.mechanism != "none":
-                build_etc(self._root / "etc")  # the template each box's /etc is copied from
-                if self.network:  # the host's resolver settings, for names to resolve
-                    with contextlib.suppress(OSError):
-                        shutil.copyfile("/etc/resolv.conf", self._root / "etc" / "resolv.conf")
+                # The template each box's /etc is copied from (its big trees bound read-only).
+                self._etc = shared_etc_template(parent, self._owner_uid, self.network)
                 if self._owner_uid is not None:
-                    _chown_tree(self._root, self._owner_uid)
+                    os.lchown(self._root, self._owner_uid, self._owner_uid)
             self._cgroup = _PidsCgroup.create(self.pids_limit)
             self._prlimit = process.which("prlimit") if self._cgroup is None else None
             root_unbound = os.geteuid() == 0 and self._owner_uid is None  # unisolated root
@@ -648,6 +790,9 @@ class LocalSandbox(Sandbox):
             if self._root is not None:
                 _rmtree(self._root)
                 self._root = None
+            etc, self._etc = self._etc, None
+            if etc is not None:
+                release_etc_template(etc)
 
     def __del__(self) -> None:  # last resort: do not leave a holder behind
         with contextlib.suppress(Exception):
@@ -741,11 +886,8 @@ class LocalSandbox(Sandbox):
             host = box.writable(d)
             if d == "/etc" and self.mechanism != "none":
                 assert self._root is not None
-                template = self._root / "etc"
-                shutil.copytree(template, host, symlinks=True, ignore=_ignore_etc_read_only(template))
-                for rel in ETC_READ_ONLY:  # mount points for the read-only binds
-                    if (template / rel).is_dir():
-                        (host / rel).mkdir(parents=True, exist_ok=True)
+                assert self._etc is not None
+                _write_copy(_etc_copy(self._etc), host)
             else:
                 host.mkdir()
             os.chmod(host, _DIR_MODES.get(d, 0o755))
@@ -792,7 +934,8 @@ class LocalSandbox(Sandbox):
     def _etc_read_only(self) -> list[tuple[str, Path]]:
         """(path under /etc, template dir) of the template trees bound read-only into each box."""
         assert self._root is not None
-        return [(rel, self._root / "etc" / rel) for rel in ETC_READ_ONLY if (self._root / "etc" / rel).is_dir()]
+        assert self._etc is not None
+        return [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()]
 
     def _holder_argv(self, box: _Box) -> list[str]:
         if self.mechanism == "bwrap":

@@ -305,6 +305,10 @@ class OSEnv(AgentEnv[OSTask]):
         return Execution(result.output, {"exit_code": result.exit_code, "timed_out": result.timed_out,
                                          "truncated": result.truncated}, error=not result.ok)
 
+    def _warm_backend(self) -> None:
+        if not self._sandbox_dirty:
+            self.sandbox.start()
+
     def _close_backend(self) -> None:
         sandbox = getattr(self, "sandbox", None)  # absent when the constructor failed
         if self._owns_sandbox and sandbox is not None:

@@ -339,6 +339,30 @@ def test_given_sandbox_is_reset_each_episode_and_not_closed(sandbox: FakeSandbox
     assert sandbox.closes == 0
 
 
+def test_warm_up_starts_the_sandbox_that_the_first_episode_then_uses() -> None:
+    env = OSEnv(backend="local", tasks=[EXACT])
+    try:
+        assert env.sandbox._box is None  # type: ignore[attr-defined]
+        env.warm_up()
+        warmed = env.sandbox._box  # type: ignore[attr-defined]
+        assert warmed is not None
+        env.reset(options={"task_id": "exact"})
+        assert env.sandbox._box is warmed  # type: ignore[attr-defined]  # fresh: no reset needed
+        env.warm_up()  # after an episode: nothing to do; the next reset gives a fresh box
+        assert env.sandbox._box is warmed  # type: ignore[attr-defined]
+        env.reset(options={"task_id": "exact"})
+        assert env.sandbox._box is not warmed  # type: ignore[attr-defined]
+    finally:
+        env.close()
+
+
+def test_warm_up_leaves_a_given_sandbox_alone(sandbox: FakeSandbox) -> None:
+    env = make_env(sandbox)  # a caller's sandbox may hold anything: every episode resets it
+    env.warm_up()
+    env.reset(options={"task_id": "exact"})
+    assert (sandbox.starts, sandbox.resets) == (0, 1)
+
+
 def test_admin_run(sandbox: FakeSandbox) -> None:
     env = make_env(sandbox)
     with pytest.raises(EpisodeStateError):

@@ -1,0 +1,74 @@
+"""The local sandboxes of one process share one ``/etc`` template: built once, never writable
+by an agent, and each box still gets its own copy of what it may change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from agentunit_gym.backends.sandbox.local import LocalSandbox, release_etc_template, shared_etc_template
+
+MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
+
+
+@pytest.fixture(params=MECHANISMS)
+def pair(request: pytest.FixtureRequest) -> Iterator[tuple[LocalSandbox, LocalSandbox]]:
+    first, second = LocalSandbox(isolation=request.param), LocalSandbox(isolation=request.param)
+    try:
+        first.start()
+        second.start()
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+
+
+def test_sandboxes_of_one_process_share_the_template(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    first, second = pair
+    assert first._etc is not None and first._etc == second._etc
+    assert first.host_dir is not None and not first._etc.is_relative_to(first.host_dir)
+    # A different network setting has its own template (its resolv.conf differs).
+    other = shared_etc_template(first._etc.parent.parent, first._owner_uid, True)
+    assert other != first._etc
+    release_etc_template(other)
+    assert not other.exists()
+
+
+def test_the_last_sandbox_out_removes_the_template() -> None:
+    first, second = LocalSandbox(), LocalSandbox()
+    first.start()
+    second.start()
+    template = first._etc
+    assert template is not None and template == second._etc
+    first.close()
+    assert template.is_dir() and second.shell("cat /etc/hostname").output == "sandbox\n"
+    second.close()
+    assert not template.parent.exists()
+
+
+def test_an_agent_cannot_change_the_shared_template(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    first, second = pair
+    assert first._etc is not None
+    before = sorted(os.listdir(first._etc / "ssl" / "certs"))
+    # The bound trees are read-only; the copied files are the box's own.
+    denied = first.shell("touch /etc/ssl/certs/planted && echo wrote")
+    assert "wrote" not in denied.output and denied.exit_code != 0
+    assert first.shell("echo 'mallory:x:0:0::/root:/bin/bash' >> /etc/passwd").ok
+    assert "mallory" in first.shell("cat /etc/passwd").output
+    assert "mallory" not in second.shell("cat /etc/passwd").output
+    assert "mallory" not in (first._etc / "passwd").read_text()
+    assert sorted(os.listdir(first._etc / "ssl" / "certs")) == before
+    first.reset()
+    assert "mallory" not in first.shell("cat /etc/passwd").output
+
+
+def test_the_template_goes_when_the_process_exits(tmp_path: object) -> None:
+    script = ("from agentunit_gym.backends.sandbox.local import LocalSandbox\n"
+              "sb = LocalSandbox(); sb.start(); print(sb._etc.parent, flush=True)\n")  # never closed
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    holder = out.stdout.strip().splitlines()[-1]
+    assert "agentunit-gym-etc-" in holder and not os.path.exists(holder)
