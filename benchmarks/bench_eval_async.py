@@ -20,6 +20,9 @@ tail, not the schedule. Reports:
   ratio corrected for the mean delay of the episodes each point happened to draw (each
   point runs a different number of episodes, and a lognormal mean over 16 episodes is
   noisy); this is the figure held against the ideal, min(C, episodes);
+- ``cpu_ms_per_episode`` and ``machine_busy_ms_per_episode``: CPU of this process (with its
+  reaped children) and of the whole machine (/proc/stat: daemons, containers, servers and
+  anything else running) per episode, to tell a CPU-bound point from a scheduling limit;
 - ``bound``: what a scheduler with zero overhead reaches on the same delays (episodes
   handed in queue order to C workers, the env taking no time): the tail of the last
   episodes is in the ideal's way even then.
@@ -124,9 +127,11 @@ def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: V
     config = EvalConfig(envs=(env,), backends=(backend,), agent="lognormal-oracle", n=n, runs=runs,
                         concurrency=concurrency, vector=vector, seed=1, env_options=env_options)
     LEDGER.clear()
+    cpu0, busy0 = _own_cpu_s(), _machine_busy_s()
     with tempfile.TemporaryDirectory() as tmp:
         outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
         records = read_records(RunPaths(Path(tmp)).episodes)
+    cpu_s, busy_s = _own_cpu_s() - cpu0, _machine_busy_s() - busy0
     steady = outcome.elapsed_s - outcome.setup_s
     delays = dict(LEDGER.by_episode)
     agent_s = sum(delays.values())
@@ -138,7 +143,23 @@ def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: V
             "success_rate": sum(r.success for r in records) / max(1, len(records)),
             "seconds": steady, "setup_s": outcome.setup_s, "agent_s": agent_s,
             "episodes_per_s": len(records) / steady, "agent_s_per_s": agent_s / steady,
-            "bound_s": greedy_makespan(queue, width), "ideal": width}
+            "bound_s": greedy_makespan(queue, width), "ideal": width,
+            "cpu_ms_per_episode": 1000 * cpu_s / max(1, len(records)),
+            "machine_busy_ms_per_episode": 1000 * busy_s / max(1, len(records))}
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the local sandbox's processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine was busy (/proc/stat): the Docker daemon, containers and
+    database servers included, and anything else running."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        ticks = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 TARGET_CS = (16, 64)
@@ -185,7 +206,8 @@ def _report(name: str, row: dict[str, Any], first: dict[str, Any]) -> None:
     print(f"  {name:<7} {row['vector']:<15} C={row['concurrency']:<4} {row['episodes']:>5} ep {row['seconds']:7.1f} s "
           f"(setup {row['setup_s']:5.1f} s)  speedup {row['speedup']:6.1f}x  work {row['work_speedup']:6.1f}x "
           f"= {100 * row['share_of_ideal']:5.1f}% of {row['ideal']}  (zero-overhead bound "
-          f"{100 * row['bound_share']:5.1f}%)  success {row['success_rate']:.2f}  load {row['load_avg_1m']:.1f}",
+          f"{100 * row['bound_share']:5.1f}%)  success {row['success_rate']:.2f}  load {row['load_avg_1m']:.1f}  "
+          f"cpu/ep {row['cpu_ms_per_episode']:.0f} ms (machine {row['machine_busy_ms_per_episode']:.0f} ms)",
           flush=True)
 
 
