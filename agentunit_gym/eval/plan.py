@@ -68,14 +68,20 @@ def plan(config: EvalConfig, tasks_by_env: dict[str, list[tuple[str, str]]]) -> 
     return items
 
 
-def warn_left_out(env_id: str, env: gym.Env[str, str]) -> None:
-    """Log a warning when the env's backend leaves tasks of its suite out (``left_out_note``)."""
+def left_out(env: gym.Env[str, str]) -> str | None:
+    """What the env's backend leaves out of its suite (``left_out_note``), None when nothing."""
     from agentunit_gym.core import registry
     from agentunit_gym.tasks.spec import left_out_note
 
     base = env.unwrapped
     docker_backends = {b.name for d in registry.domains() for b in d.backends if b.needs_docker}
-    note = left_out_note(base.suite, base.backend_name, needs_docker=docker_backends)  # type: ignore[attr-defined]
+    return left_out_note(base.suite, base.backend_name, needs_docker=docker_backends)  # type: ignore[attr-defined]
+
+
+def warn_left_out(env_id: str, env: gym.Env[str, str] | None, note: str | None = None) -> None:
+    """Log a warning when the env's backend leaves tasks of its suite out (``note``, or
+    :func:`left_out` of ``env``)."""
+    note = note if env is None else left_out(env)
     if note is not None:
         logging.getLogger("agentunit_gym").warning("%s: %s", env_id, note)
 
@@ -86,4 +92,4 @@ def list_tasks(env: gym.Env[str, str]) -> list[tuple[str, str]]:
     return [(t.id, t.category) for t in base.tasks]  # type: ignore[attr-defined]
 
 
-__all__ = ["WorkItem", "episode_seed", "list_tasks", "plan", "warn_left_out"]
+__all__ = ["WorkItem", "episode_seed", "left_out", "list_tasks", "plan", "warn_left_out"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 
@@ -78,6 +78,27 @@ class RunOutcome:
     first copy, and the other copies)."""
 
 
+class RemoteEpisodes(Protocol):
+    """Runs a run's episodes somewhere else than this process (a Ray cluster:
+    :class:`agentunit_gym.eval.cluster.RayEpisodes`); this process still plans the run and
+    writes every record."""
+
+    def start(self, config: EvalConfig, agent_factory: AgentFactory, agent_label: str,
+              env_factory: EnvFactory) -> None:
+        """Get ready to run episodes of ``config`` (make the workers)."""
+
+    def list_tasks(self, env_id: str) -> tuple[list[tuple[str, str]], str | None]:
+        """``(task_id, category)`` of every task ``env_id`` can run on its backend there, and
+        what the backend leaves out (None when nothing)."""
+
+    def run(self, items: list[WorkItem], sink: RecordSink) -> float:
+        """Run ``items``, recording each finished episode exactly once through ``sink``; the
+        seconds spent making envs."""
+
+    def close(self) -> None:
+        """Release the workers (idempotent)."""
+
+
 def run_episodes(
     config: EvalConfig,
     agent_factory: AgentFactory,
@@ -87,6 +108,7 @@ def run_episodes(
     env_factory: EnvFactory = default_env_factory,
     resume: bool = False,
     progress: ProgressFn | None = None,
+    remote: RemoteEpisodes | None = None,
 ) -> RunOutcome:
     """Run every planned episode that is not done yet, writing each as it finishes.
 
@@ -98,6 +120,8 @@ def run_episodes(
         env_factory: makes an env for an env id and options.
         resume: continue the run in ``run_dir``; without it, ``run_dir`` must not hold episodes.
         progress: called after each episode.
+        remote: run the episodes there (a Ray cluster) instead of in this process; records
+            and traces are still written here. Closed at the end.
 
     Returns:
         The records written by this call, how many were skipped, the elapsed time.
@@ -122,6 +146,9 @@ def run_episodes(
     sink: RecordSink | None = None
     try:
         envs = [full_env_id(e) for e in config.envs]
+        if remote is not None:
+            return _run_remote(config, agent_factory, agent_label, env_factory, remote, envs, done, writer,
+                               progress, started)
         tasks_by_env: dict[str, list[tuple[str, str]]] = {}
         for env_id in envs:
             probe_started = time.perf_counter()
@@ -143,7 +170,25 @@ def run_episodes(
         for probe in probes.values():  # an error left them unused
             probe.close()
         writer.close()
+        if remote is not None:
+            remote.close()
     return RunOutcome(sink.written if sink else [], len(done), time.perf_counter() - started, setup_s)
+
+
+def _run_remote(config: EvalConfig, agent_factory: AgentFactory, agent_label: str, env_factory: EnvFactory,
+                remote: RemoteEpisodes, envs: list[str], done: set[str], writer: RecordWriter,
+                progress: ProgressFn | None, started: float) -> RunOutcome:
+    """:func:`run_episodes` with the tasks listed and the episodes run by ``remote``."""
+    remote.start(config, agent_factory, agent_label, env_factory)
+    tasks_by_env: dict[str, list[tuple[str, str]]] = {}
+    for env_id in envs:
+        tasks_by_env[env_id], note = remote.list_tasks(env_id)
+        warn_left_out(env_id, None, note)
+    items = plan(config, tasks_by_env)
+    todo = [it for it in items if it.key not in done]
+    sink = RecordSink(writer, len(items) - len(todo), len(items), progress)
+    setup_s = remote.run(todo, sink) if todo else 0.0
+    return RunOutcome(sink.written, len(done), time.perf_counter() - started, setup_s)
 
 
 def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_factory: AgentFactory,
@@ -186,7 +231,8 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_VECTOR_MODE", "INFRA_ERRORS", "EnvFactory", "EpisodeRecord", "EvalConfig",
-    "ProgressFn", "RunOutcome", "RunPaths", "ThreadedVectorEnv", "VectorMode", "WorkItem", "backend_for",
+    "ProgressFn", "RemoteEpisodes", "RunOutcome", "RunPaths", "ThreadedVectorEnv", "VectorMode", "WorkItem",
+    "backend_for",
     "default_env_factory", "env_domain", "env_options", "episode_seed", "full_env_id", "iter_records", "list_tasks",
     "load_trace", "make_vector_env", "plan", "read_records", "run_episodes", "trace_filename",
 ]
