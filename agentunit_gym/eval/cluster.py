@@ -440,8 +440,9 @@ class RayEpisodes:
         if not worker.alive:
             return
         worker.alive = False
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _LOG.warning("Ray node %s lost (%s: %s); its episodes run on the other nodes", worker.node,
-                     type(exc).__name__, exc)
+                     type(exc).__name__, first_line)
         ray = import_ray()
         try:
             ray.kill(worker.actor, no_restart=True)

@@ -1,0 +1,131 @@
+"""``agentunit-gym eval --ray``, for real: a head and a second node started with ``ray start`` on
+this machine, a run across both, then a run in which the second node is killed mid-run.
+
+Marked ``ray``: skipped when ray is not installed, a failure with ``AGENTUNIT_REQUIRE_RAY=1``
+(set by scripts/test.sh, whose test extra installs ray). The episodes use the embedded
+backends (SQLite, the local sandbox), so no Docker daemon is needed.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentunit_gym.eval.records import read_records
+from tests.cli.clitools import cli
+from tests.eval.raynodes import RAY_ENV, RayNode, two_node_cluster
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+SLOW_ORACLE = '''
+import time
+
+from agentunit_gym.eval.agents import OracleAgent
+
+
+class SlowOracle(OracleAgent):
+    """The oracle, thinking 0.3 s a turn: episodes stay in flight long enough to lose a node under them."""
+
+    def act(self, observation, info):
+        time.sleep(0.3)
+        return super().act(observation, info)
+'''
+
+TIME_METRICS = {"wall_time", "time_to_success", "env_time", "agent_time", "env_time_share"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[str, RayNode, RayNode]]:
+    with two_node_cluster() as nodes:
+        yield nodes
+
+
+def ray_cli(*args: str, cwd: Path, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
+    return cli(*args, cwd=cwd, timeout=timeout, env=RAY_ENV)
+
+
+def lines_by_key(run_dir: Path) -> collections.Counter[str]:
+    lines = (run_dir / "episodes.jsonl").read_text(encoding="utf-8").splitlines()
+    return collections.Counter(json.loads(line)["key"] for line in lines if line.strip())
+
+
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v["value"] for k, v in summary["overall"]["metrics"].items() if k not in TIME_METRICS}
+
+
+def test_a_run_spreads_over_both_nodes_and_reads_like_a_local_run(
+        cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
+    address, _, _ = cluster
+    options = ["--env", "DB-v0", "--env", "OS-v0", "--backend", "sqlite", "--backend", "local", "-n", "6",
+               "--concurrency", "4", "--quiet"]
+    done = ray_cli("eval", "--ray", address, *options, "--output", "on-ray", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "on-ray"
+    records = read_records(run_dir / "episodes.jsonl")
+    assert len(records) == 12 and set(lines_by_key(run_dir).values()) == {1}
+    assert all(r.status == "done" and r.success for r in records), [r for r in records if not r.success]
+    nodes = {r.node for r in records}
+    assert len(nodes) == 2 and "" not in nodes, nodes  # both nodes ran episodes, each record says which
+    assert all((run_dir / str(r.trace)).is_file() for r in records)
+
+    local = ray_cli("eval", *options, "--output", "local", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    ray_summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    local_summary = json.loads((tmp_path / "local" / "summary.json").read_text(encoding="utf-8"))
+    assert ray_summary["episodes"] == local_summary["episodes"] == 12
+    assert comparable(ray_summary) == comparable(local_summary)
+    assert {r.key for r in records} == {r.key for r in read_records(tmp_path / "local" / "episodes.jsonl")}
+
+    # The run folder is an ordinary run: a resume (here without Ray) finds nothing left to do.
+    resumed = ray_cli("eval", "--resume", "--output", "on-ray", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "0 episodes run, 12 already done" in resumed.stderr
+    assert (run_dir / "report.html").is_file()
+
+
+def test_a_node_lost_mid_run_has_its_episodes_rerun_elsewhere_each_recorded_once(
+        cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
+    address, _, second = cluster
+    (tmp_path / "slow_oracle.py").write_text(SLOW_ORACLE, encoding="utf-8")
+    run_dir = tmp_path / "run"
+    environment = {**__import__("os").environ, **RAY_ENV, "COLUMNS": "200"}
+    environment.pop("PYTHONPATH", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentunit_gym", "eval", "--ray", address, "--env", "DB-v0", "--backend", "sqlite",
+         "-n", "24", "--concurrency", "4", "--agent", "./slow_oracle.py:SlowOracle", "--output", "run", "--quiet"],
+        cwd=tmp_path, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and process.poll() is None:
+            episodes = run_dir / "episodes.jsonl"
+            written = episodes.read_text(encoding="utf-8").count("\n") if episodes.exists() else 0
+            if written >= 3:
+                break
+            time.sleep(0.1)
+        assert process.poll() is None, "the run ended before the node could be killed"
+        before_kill = {r.key for r in read_records(run_dir / "episodes.jsonl")}
+        second.kill()  # the second node's raylet, workers and the actor, with episodes in flight there
+        _, stderr = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert "lost" in stderr
+    counts = lines_by_key(run_dir)
+    assert len(counts) == 24 and set(counts.values()) == {1}, counts  # every episode recorded exactly once
+    records = read_records(run_dir / "episodes.jsonl")
+    assert all(r.status == "done" and r.success for r in records), [r for r in records if not r.success]
+    assert len(before_kill) < 24
+    # The episodes in flight on the lost node ran again elsewhere, through the infrastructure retry.
+    retried = [r for r in records if r.attempts > 1]
+    assert retried and len({r.node for r in retried}) == 1
+    assert len({r.node for r in records}) == 2
