@@ -101,6 +101,7 @@ def start_node(args: list[str], head: bool) -> RayNode:
         if "Ray runtime started" in line:
             return node
     node.kill()
+    subprocess.run(["rm", "-rf", str(temp_dir)], check=False, timeout=60)
     raise RuntimeError("ray start did not start a node:\n" + "".join(node.output[-30:]))
 
 
