@@ -91,6 +91,28 @@ def test_a_run_spreads_over_both_nodes_and_reads_like_a_local_run(
     assert (run_dir / "report.html").is_file()
 
 
+def test_an_openai_agent_acts_on_the_nodes_with_the_key_passed_from_the_driver(
+        cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
+    from agentunit_gym.eval.fake_server import FakeChatServer
+
+    address, _, _ = cluster
+    reply = {"role": "assistant", "content": "Action: Answer\nFinal Answer: []"}
+    with FakeChatServer(lambda body: reply) as server:
+        # The nodes were started without this variable: only the driver has it.
+        done = cli("eval", "--ray", address, "--env", "DB-v0", "--backend", "sqlite", "-n", "4", "--concurrency", "4",
+                   "--agent", "openai:fake-model", "--base-url", server.base_url, "--api-key-env", "AGENTUNIT_RAY_KEY",
+                   "--output", "run", "--quiet", cwd=tmp_path, timeout=240,
+                   env={**RAY_ENV, "AGENTUNIT_RAY_KEY": "sk-on-the-driver"})
+        headers = list(server.headers)
+    assert done.returncode == 0, done.stderr
+    records = read_records(tmp_path / "run" / "episodes.jsonl")
+    assert len(records) == 4 and all(r.status == "done" and r.steps >= 1 for r in records), records
+    chat = [h for h in headers if h.get("authorization")]
+    assert len(chat) >= 4 and {h["authorization"] for h in chat} == {"Bearer sk-on-the-driver"}
+    assert len({r.node for r in records}) == 2
+
+
+# Last in the module: it kills the second node of the module's cluster.
 def test_a_node_lost_mid_run_has_its_episodes_rerun_elsewhere_each_recorded_once(
         cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
     address, _, second = cluster
