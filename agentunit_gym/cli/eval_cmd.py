@@ -252,10 +252,6 @@ def run(args: argparse.Namespace) -> int:
         from agentunit_gym.eval.openai_agent import load_price_table
 
         agent_options["prices"] = load_price_table(args.prices)
-    # The agent first (a typo in --agent, a dead endpoint): nothing on screen or disk before it answers.
-    _, agent_factory = resolve_agent(config.agent, base_url=settings.get("base_url"),
-                                     api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
-                                     check_endpoint=args.endpoint_check, **agent_options)
     remote = None
     if args.ray is not None:  # before anything on disk: an unreachable cluster leaves nothing behind
         from agentunit_gym.eval.cluster import connect_cluster
@@ -263,7 +259,13 @@ def run(args: argparse.Namespace) -> int:
         if config.vector is not None:
             raise ConfigError("--ray runs asynchronous episodes; drop --vector (a lockstep loop in one process).")
         remote = connect_cluster(args.ray)
+        if "max_rps" in agent_options:  # one rate gate per node's actor: each gets its share
+            agent_options["max_rps"] = agent_options["max_rps"] / max(1, remote.node_count())
     try:
+        # The agent first (a typo in --agent, a dead endpoint): nothing on screen or disk before it answers.
+        _, agent_factory = resolve_agent(config.agent, base_url=settings.get("base_url"),
+                                         api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
+                                         check_endpoint=args.endpoint_check, **agent_options)
         return _run(args, config, output, agent_factory, remote, err)
     finally:
         if remote is not None:

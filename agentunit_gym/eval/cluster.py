@@ -274,6 +274,10 @@ class RayEpisodes:
         self._label = ""
         self._closed = False
 
+    def node_count(self) -> int:
+        """The live nodes with CPUs: the nodes a run started now gets an actor on."""
+        return len(_worker_nodes(import_ray()))
+
     @property
     def nodes(self) -> list[str]:
         """The ids of the nodes with a live actor."""
@@ -294,7 +298,7 @@ class RayEpisodes:
             raise ConfigError("--ray runs asynchronous episodes; --vector (a lockstep loop in one process) "
                               "cannot be combined with it.")
         self._config, self._label = config, agent_label
-        nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+        nodes = _worker_nodes(ray)
         if not nodes:
             raise BackendUnavailableError(f"the Ray cluster at {self.address} has no live node with CPUs.")
         slots = math.ceil(config.concurrency / len(nodes))
@@ -468,6 +472,11 @@ class RayEpisodes:
                 pass
         self._workers.clear()
         ray.shutdown()
+
+
+def _worker_nodes(ray: Any) -> list[dict[str, Any]]:
+    """The live nodes with CPUs (a head started with ``--num-cpus=0`` is kept free of episodes)."""
+    return [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
 
 
 def _cause(exc: BaseException) -> str:

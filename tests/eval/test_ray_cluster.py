@@ -112,6 +112,26 @@ def test_an_openai_agent_acts_on_the_nodes_with_the_key_passed_from_the_driver(
     assert len({r.node for r in records}) == 2
 
 
+def test_max_rps_holds_over_the_whole_cluster(cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
+    from agentunit_gym.eval.fake_server import FakeChatServer
+
+    address, _, _ = cluster
+    reply = {"role": "assistant", "content": "Action: Answer\nFinal Answer: []"}
+    with FakeChatServer(lambda body: reply) as server:
+        done = cli("eval", "--ray", address, "--env", "DB-v0", "--backend", "sqlite", "-n", "12", "--concurrency", "4",
+                   "--agent", "openai:fake-model", "--base-url", server.base_url, "--max-rps", "4",
+                   "--no-endpoint-check", "--output", "run", "--quiet", cwd=tmp_path, timeout=240,
+                   env={**RAY_ENV, "OPENAI_API_KEY": "sk-test"})
+        arrivals = sorted(server.arrivals)
+    assert done.returncode == 0, done.stderr
+    assert len(arrivals) == 12
+    # 2 requests a second on each of the 2 nodes: any 1 s holds at most 1 + 2 from each (a gate's first
+    # request goes at once). Each node with the whole 4/s would put 5 in a second, 8-10 together.
+    densest = max(sum(1 for t in arrivals if start <= t < start + 1.0) for start in arrivals)
+    assert densest <= 6, arrivals
+    assert len({r.node for r in read_records(tmp_path / "run" / "episodes.jsonl")}) == 2
+
+
 # Last in the module: it kills the second node of the module's cluster.
 def test_a_node_lost_mid_run_has_its_episodes_rerun_elsewhere_each_recorded_once(
         cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
