@@ -147,9 +147,9 @@ def test_a_node_lost_mid_run_has_its_episodes_rerun_elsewhere_each_recorded_once
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and process.poll() is None:
-            episodes = run_dir / "episodes.jsonl"
-            written = episodes.read_text(encoding="utf-8").count("\n") if episodes.exists() else 0
-            if written >= 3:
+            # Kill once both nodes have finished episodes (so both are seen working) and most are still to run.
+            so_far = read_records(run_dir / "episodes.jsonl")
+            if len(so_far) >= 3 and len({r.node for r in so_far}) == 2:
                 break
             time.sleep(0.1)
         assert process.poll() is None, "the run ended before the node could be killed"
