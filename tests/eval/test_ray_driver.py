@@ -12,7 +12,8 @@ import pytest
 
 from agentunit_gym.errors import BackendError, BackendUnavailableError, ConfigError
 from agentunit_gym.eval import cluster
-from agentunit_gym.eval.cluster import EpisodeOutcome, RayEpisodes, _Worker
+from agentunit_gym.eval.cluster import RayEpisodes, _Worker
+from agentunit_gym.eval.cluster_node import EpisodeOutcome
 from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.plan import WorkItem
 from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths, read_records
