@@ -42,6 +42,15 @@ class SlowOracle(OracleAgent):
 TIME_METRICS = {"wall_time", "time_to_success", "env_time", "agent_time", "env_time_share"}
 
 
+def test_ray_local_starts_ray_in_the_eval_process_and_stops_it_after(tmp_path: Path) -> None:
+    done = ray_cli("eval", "--ray", "local", "--env", "DB-v0", "--backend", "sqlite", "-n", "3", "--concurrency", "2",
+                   "--output", "run", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = read_records(tmp_path / "run" / "episodes.jsonl")
+    assert len(records) == 3 and all(r.status == "done" and r.success for r in records)
+    assert len({r.node for r in records}) == 1 and records[0].node
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[str, RayNode, RayNode]]:
     with two_node_cluster() as nodes:
