@@ -110,31 +110,64 @@ def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     Raises:
         ConfigError: a malformed address.
         MissingDependencyError: ray is not installed.
-        BackendUnavailableError: nothing answers there (a ``HOST:PORT`` that refuses a TCP
-            connection within ``timeout_s``), or Ray cannot connect.
+        BackendUnavailableError: nothing answers there as Ray does (a ``HOST:PORT`` that is
+            not a gRPC server, checked within ``timeout_s``), or Ray cannot connect.
     """
     target = check_address(address)
     ray = import_ray()
     if ray.is_initialized():
         return
     if target is not None:
-        try:
-            socket.create_connection(target, timeout=timeout_s).close()
-        except OSError as exc:
+        problem = _grpc_probe(target, timeout_s)
+        if problem is not None:
             raise BackendUnavailableError(
-                f"no Ray cluster answers at {address}: {exc}. Start one (`ray start --head`, docs/eval.md "
-                "\"Running on a cluster\") or check the address and port.") from exc
+                f"no Ray cluster answers at {address}: {problem}. Start one (`ray start --head`, docs/eval.md "
+                "\"Running on a cluster\") or check the address and port.")
     kwargs: dict[str, Any] = {"address": address, "log_to_driver": False, "logging_level": logging.WARNING}
     if not address.startswith("ray://"):
         kwargs["include_dashboard"] = False
     # In this thread: Ray started from another thread loses its own processes (measured: the
-    # GCS never answered). Ray's own deadline bounds the wait (60 s to reach the GCS); the TCP
-    # probe above makes a dead address fail at once.
+    # GCS never answered), so no thread with a deadline here. The probe above makes a dead
+    # address, or a port of something else, fail at once.
     try:
         ray.init(**kwargs)
     except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError...
         raise BackendUnavailableError(f"could not connect to the Ray cluster at {address}: "
                                       f"{type(exc).__name__}: {exc}") from exc
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""What a gRPC client sends first (the HTTP/2 connection preface, then an empty SETTINGS
+frame); a gRPC server, as Ray's GCS and Ray Client server are, answers with a SETTINGS frame."""
+
+_SETTINGS_FRAME = 4
+
+
+def _grpc_probe(target: tuple[str, int], timeout_s: float) -> str | None:
+    """Why ``target`` is not a gRPC server (nothing listening, no answer in time, another
+    protocol), None when it answers as one. Ray itself waits a long time on a port that
+    accepts connections but never speaks its protocol; this answers within ``timeout_s``.
+    Skipped (None) when Ray is set to use TLS (``RAY_USE_TLS``)."""
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return None
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection(target, timeout=timeout_s) as conn:
+            conn.sendall(_HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                conn.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    return "the connection was closed without an answer (not a Ray GCS or Ray Client port?)"
+                header += chunk
+    except TimeoutError:
+        return f"something accepts connections there but does not answer as Ray does within {timeout_s:g} s"
+    except OSError as exc:
+        return str(exc)
+    if header[3] != _SETTINGS_FRAME:
+        return "it answers in another protocol than Ray's gRPC (a dashboard or other HTTP port?)"
+    return None
 
 
 def connect_cluster(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> RayEpisodes:

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,6 +63,31 @@ def test_a_cluster_that_does_not_answer_fails_fast_with_a_typed_error() -> None:
     with pytest.raises(BackendUnavailableError, match="no Ray cluster answers at 127.0.0.1"):
         cluster.connect(f"127.0.0.1:{closed_port()}")
     assert time.monotonic() - started < cluster.PROBE_TIMEOUT_S + 1
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("answer", [None, b"HTTP/1.1 400 Bad Request\r\n\r\n"], ids=["silent", "http"])
+def test_a_port_that_is_not_ray_fails_fast_instead_of_hanging(answer: bytes | None) -> None:
+    # Ray itself waits minutes on a port that accepts connections but never speaks its protocol.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        held: list[socket.socket] = []
+
+        def accept() -> None:
+            conn, _ = server.accept()
+            held.append(conn)
+            if answer is not None:
+                conn.sendall(answer)
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailableError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+            cluster.connect(f"127.0.0.1:{port}", timeout_s=2.0)
+        assert time.monotonic() - started < 3.0
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()
 
 
 @pytest.mark.ray
