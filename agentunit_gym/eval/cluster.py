@@ -104,8 +104,12 @@ def check_address(address: str) -> tuple[str, int] | None:
     return match["host"].strip("[]"), int(match["port"])
 
 
-def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """Connect this process to the Ray cluster at ``address`` (``local`` starts one here).
+
+    Returns:
+        True when this call connected; False when the process was connected to Ray already
+        (that connection is used as it is, and left open at the end).
 
     Raises:
         ConfigError: a malformed address.
@@ -116,7 +120,7 @@ def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     target = check_address(address)
     ray = import_ray()
     if ray.is_initialized():
-        return
+        return False
     if target is not None:
         problem = _grpc_probe(target, timeout_s)
         if problem is not None:
@@ -134,6 +138,7 @@ def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError...
         raise BackendUnavailableError(f"could not connect to the Ray cluster at {address}: "
                                       f"{type(exc).__name__}: {exc}") from exc
+    return True
 
 
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
@@ -177,8 +182,7 @@ def connect_cluster(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> RayEpis
     Raises:
         ConfigError, MissingDependencyError, BackendUnavailableError: see :func:`connect`.
     """
-    connect(address, timeout_s)
-    return RayEpisodes(address)
+    return RayEpisodes(address, disconnect=connect(address, timeout_s))
 
 
 @dataclass
@@ -203,8 +207,9 @@ class RayEpisodes:
     docstring); :func:`connect_cluster` makes one. Implements
     :class:`~agentunit_gym.eval.runner.RemoteEpisodes`."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, *, disconnect: bool = True) -> None:
         self.address = address
+        self._disconnect = disconnect  # close() disconnects: the connection was made for the run
         self._workers: list[_Worker] = []
         self._config: EvalConfig | None = None
         self._label = ""
@@ -390,7 +395,8 @@ class RayEpisodes:
             pass
 
     def close(self) -> None:
-        """Close the actors' envs (with a deadline), end the actors, and disconnect."""
+        """Close the actors' envs (with a deadline), end the actors, and disconnect (when
+        :func:`connect_cluster` connected)."""
         if self._closed:
             return
         self._closed = True
@@ -407,7 +413,8 @@ class RayEpisodes:
             except ray.exceptions.RayError:
                 pass
         self._workers.clear()
-        ray.shutdown()
+        if self._disconnect:
+            ray.shutdown()
 
 
 def _worker_nodes(ray: Any) -> list[dict[str, Any]]:
