@@ -72,6 +72,9 @@ CLOSE_TIMEOUT_S = 60.0
 
 _LOG = logging.getLogger("agentunit_gym")
 
+_KEYWORD = re.compile(r"local|auto")
+"""The addresses that are words, not places: start Ray here, or join the cluster Ray finds."""
+
 _ADDRESS = re.compile(r"^(ray://)?(?P<host>\[[0-9A-Fa-f:]+\]|[^:/\s]+):(?P<port>\d{1,5})$")
 
 
@@ -94,7 +97,7 @@ def check_address(address: str) -> tuple[str, int] | None:
     Raises:
         ConfigError: anything else.
     """
-    if address in ("local", "auto"):
+    if _KEYWORD.fullmatch(address):
         return None
     match = _ADDRESS.match(address)
     if match is None or not 0 < int(match["port"]) < 65536:
