@@ -63,7 +63,9 @@ def _ports(head: bool) -> list[str]:
     for flag in ports:
         args += [flag, str(free_port())]
     low = free_port()
-    return [*args, "--min-worker-port", str(low), "--max-worker-port", str(min(low + 200, 65000))]
+    if low > 65000:
+        low -= 1000  # keep the range of 200 below 65535 (Ray skips ports in it that are taken)
+    return [*args, "--min-worker-port", str(low), "--max-worker-port", str(low + 200)]
 
 
 def start_node(args: list[str], head: bool) -> RayNode:
