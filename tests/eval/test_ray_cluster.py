@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,8 +45,14 @@ TIME_METRICS = {"wall_time", "time_to_success", "env_time", "agent_time", "env_t
 
 
 def test_ray_local_starts_ray_in_the_eval_process_and_stops_it_after(tmp_path: Path) -> None:
-    done = ray_cli("eval", "--ray", "local", "--env", "DB-v0", "--backend", "sqlite", "-n", "3", "--concurrency", "2",
-                   "--output", "run", "--quiet", cwd=tmp_path)
+    # Ray's session files under a folder of the test's own (short: Ray's socket paths must fit 107 bytes).
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rayl", dir="/tmp"))
+    try:
+        done = cli("eval", "--ray", "local", "--env", "DB-v0", "--backend", "sqlite", "-n", "3", "--concurrency", "2",
+                   "--output", "run", "--quiet", cwd=tmp_path, timeout=240, env={**RAY_ENV, "RAY_TMPDIR": str(ray_tmp)})
+        assert any(ray_tmp.rglob("session_*"))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr
     records = read_records(tmp_path / "run" / "episodes.jsonl")
     assert len(records) == 3 and all(r.status == "done" and r.success for r in records)
