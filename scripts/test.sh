@@ -60,6 +60,8 @@ if docker_up; then
 else
   log "no Docker daemon: Docker-backed tests will be skipped"
 fi
+# The test extra installs ray: its tests (a two-node cluster on this machine) must run, not skip.
+export AGENTUNIT_REQUIRE_RAY=1
 if have chromium; then
   export AGENTUNIT_REQUIRE_CHROMIUM=1
 fi

@@ -3,11 +3,14 @@
 Tests marked ``docker`` need a Docker daemon (and the project's images, which they build on
 first use). Locally they are skipped when no daemon answers; with
 ``AGENTUNIT_REQUIRE_DOCKER=1`` (set by the test script in CI) a missing daemon fails them
-instead, so CI cannot go green by skipping the real backend.
+instead, so CI cannot go green by skipping the real backend. Tests marked ``ray`` need ray
+installed (the ``ray`` extra; the test extra has it) and are required the same way with
+``AGENTUNIT_REQUIRE_RAY=1``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 from agentunit_gym.backends.process import docker_available
 
 REQUIRE_DOCKER = os.environ.get("AGENTUNIT_REQUIRE_DOCKER") == "1"
+REQUIRE_RAY = os.environ.get("AGENTUNIT_REQUIRE_RAY") == "1"
 
 _docker_state: dict[str, bool] = {}
 
@@ -30,3 +34,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if REQUIRE_DOCKER:
             pytest.fail("AGENTUNIT_REQUIRE_DOCKER=1 but no Docker daemon answers")
         pytest.skip("no Docker daemon (set AGENTUNIT_REQUIRE_DOCKER=1 to make this a failure)")
+    if item.get_closest_marker("ray") is not None and importlib.util.find_spec("ray") is None:
+        if REQUIRE_RAY:
+            pytest.fail('AGENTUNIT_REQUIRE_RAY=1 but ray is not installed (pip install "agentunit-gym[ray]")')
+        pytest.skip('ray is not installed (pip install "agentunit-gym[ray]"; '
+                    "AGENTUNIT_REQUIRE_RAY=1 makes this a failure)")

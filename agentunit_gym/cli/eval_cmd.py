@@ -122,6 +122,11 @@ def register(subparsers: Any) -> None:
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
     p.add_argument("--no-endpoint-check", dest="endpoint_check", action="store_false",
                    help="openai agents: skip the one request that checks the endpoint before the first episode")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run the episodes on a Ray cluster: local (start Ray here), auto (join the cluster this "
+                        "machine belongs to), HOST:PORT or ray://HOST:PORT; --concurrency is then the total in "
+                        "flight across the cluster (docs/eval.md, \"Running on a cluster\"; needs "
+                        "agentunit-gym[ray])")
     p.add_argument("--quiet", action="store_true", help="no progress bar or tables")
     from agentunit_gym.cli.judge_cmd import add_judge_options
 
@@ -222,12 +227,9 @@ def resume_command(run_dir: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentunit_gym.core.task_sources import load_sources, problems_of
     from agentunit_gym.eval.agents import resolve_agent
-    from agentunit_gym.eval.evaluate import RunStopped, evaluate, prepare_run_dir
-    from agentunit_gym.eval.records import EpisodeRecord
 
     config, output = build_config(args)
     err = Console(stderr=True, quiet=args.quiet, highlight=False)
@@ -254,10 +256,34 @@ def run(args: argparse.Namespace) -> int:
         from agentunit_gym.eval.openai_agent import load_price_table
 
         agent_options["prices"] = load_price_table(args.prices)
-    # The agent first (a typo in --agent, a dead endpoint): nothing on screen or disk before it answers.
-    _, agent_factory = resolve_agent(config.agent, base_url=settings.get("base_url"),
-                                     api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
-                                     check_endpoint=args.endpoint_check, **agent_options)
+    remote = None
+    if args.ray is not None:  # before anything on disk: an unreachable cluster leaves nothing behind
+        from agentunit_gym.eval.cluster import connect_cluster
+
+        if config.vector is not None:
+            raise ConfigError("--ray runs asynchronous episodes; drop --vector (a lockstep loop in one process).")
+        remote = connect_cluster(args.ray)
+        if "max_rps" in agent_options:  # one rate gate per node's actor: each gets its share
+            agent_options["max_rps"] = agent_options["max_rps"] / max(1, remote.node_count())
+    try:
+        # The agent first (a typo in --agent, a dead endpoint): nothing on screen or disk before it answers.
+        _, agent_factory = resolve_agent(config.agent, base_url=settings.get("base_url"),
+                                         api_key_env=settings.get("api_key_env", _DEFAULTS["api_key_env"]),
+                                         check_endpoint=args.endpoint_check, **agent_options)
+        return _run(args, config, output, agent_factory, remote, err)
+    finally:
+        if remote is not None:
+            remote.close()
+
+
+def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_factory: Any, remote: Any,
+         err: Any) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentunit_gym.eval.evaluate import RunStopped, evaluate, prepare_run_dir
+    from agentunit_gym.eval.records import EpisodeRecord
+
     run_dir = prepare_run_dir(config, output, resume=args.resume)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[last]}"), console=err, transient=False,
@@ -269,7 +295,8 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total, last=f"{record.task_id} r{record.run}: {mark}")
 
         try:
-            result = evaluate(config, run_dir, resume=args.resume, agent_factory=agent_factory, progress=progress)
+            result = evaluate(config, run_dir, resume=args.resume, agent_factory=agent_factory, progress=progress,
+                              remote=remote)
         except KeyboardInterrupt:
             print(f"agentunit-gym: interrupted; the finished episodes are saved in {run_dir}. "
                   f"Continue with: {resume_command(run_dir)}", file=sys.stderr)

@@ -202,4 +202,19 @@ class _Scheduler:
             ) from exc
 
 
-__all__ = ["STEP_GRACE_S", "run_async"]
+async def run_queue(config: EvalConfig, queue: WorkQueue, copy: ScheduleEpisodes, slot: Slot,
+                    agent_factory: AgentFactory, agent_label: str, sink: RecordSink,
+                    env_pool: ThreadPoolExecutor, agent_pool: ThreadPoolExecutor) -> None:
+    """Run the episodes of ``queue`` one after another on ``copy`` with ``slot``'s agent: the
+    loop each worker of :func:`run_async` runs, for a caller that owns its copies and pools
+    (the Ray actors of :mod:`agentunit_gym.eval.cluster`). Infrastructure retries go back
+    into ``queue``.
+
+    Raises:
+        BackendTimeoutError: an env call did not return in time.
+    """
+    scheduler = _Scheduler(config, agent_factory, agent_label, sink, env_pool, agent_pool)
+    await scheduler._worker(queue, copy, slot, needs_reference(slot.agent))
+
+
+__all__ = ["STEP_GRACE_S", "run_async", "run_queue"]

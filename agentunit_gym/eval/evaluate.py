@@ -29,6 +29,7 @@ from agentunit_gym.eval.runner import (
     EnvFactory,
     EvalConfig,
     ProgressFn,
+    RemoteEpisodes,
     RunOutcome,
     default_env_factory,
     run_episodes,
@@ -170,6 +171,7 @@ def evaluate(
     env_factory: EnvFactory = default_env_factory,
     progress: ProgressFn | None = None,
     check_endpoint: bool = True,
+    remote: RemoteEpisodes | None = None,
 ) -> EvalResult:
     """Run ``config`` and write ``episodes.jsonl``, ``traces/``, ``summary.json`` and ``report.html``.
 
@@ -186,6 +188,8 @@ def evaluate(
         progress: called after each episode.
         check_endpoint: for ``openai:`` agents, send one cheap request to the endpoint before
             the first episode and fail at once when it does not answer.
+        remote: run the episodes there instead of in this process (``--ray``:
+            :func:`agentunit_gym.eval.cluster.connect_cluster`); the records are written here as usual.
 
     Returns:
         The run directory, what ran, the summary and the report path.
@@ -207,7 +211,7 @@ def evaluate(
     try:
         with lock_run_dir(run_dir):
             outcome = run_episodes(config, agent_factory, label, run_dir, env_factory=env_factory, resume=resume,
-                                   progress=progress)
+                                   progress=progress, remote=remote)
     except RunStoppedError:
         # The episodes finished before the stop are worth reading: summary and report of them.
         summarize(run_dir, seed=config.seed)

@@ -109,16 +109,22 @@ def left_out_tasks(env_id: str, env: gym.Env[str, str]) -> list[LeftOut]:
     return out
 
 
-def warn_left_out(env_id: str, env: gym.Env[str, str]) -> None:
-    """Log a warning when the env's backend (or its lack of network) leaves tasks of its suite
-    out (``left_out_note``)."""
+def left_out(env: gym.Env[str, str]) -> str | None:
+    """What the env's backend (or its lack of network) leaves out of its suite, in one line
+    (``left_out_note``); None when nothing."""
     from agentunit_gym.core import registry
     from agentunit_gym.tasks.spec import left_out_note
 
     base = env.unwrapped
     docker_backends = {b.name for d in registry.domains() for b in d.backends if b.needs_docker}
-    note = left_out_note(base.suite, base.backend_name, needs_docker=docker_backends,  # type: ignore[attr-defined]
+    return left_out_note(base.suite, base.backend_name, needs_docker=docker_backends,  # type: ignore[attr-defined]
                          network=base.network)  # type: ignore[attr-defined]
+
+
+def warn_left_out(env_id: str, env: gym.Env[str, str] | None, note: str | None = None) -> None:
+    """Log a warning when the env's backend leaves tasks of its suite out (``note``, or
+    :func:`left_out` of ``env``)."""
+    note = note if env is None else left_out(env)
     if note is not None:
         logging.getLogger("agentunit_gym").warning("%s: %s", env_id, note)
 
@@ -129,5 +135,5 @@ def list_tasks(env: gym.Env[str, str]) -> list[tuple[str, str]]:
     return [(t.id, t.category) for t in base.tasks]  # type: ignore[attr-defined]
 
 
-__all__ = ["LeftOut", "WorkItem", "episode_seed", "left_out_tasks", "list_tasks", "plan", "selected_left_out",
-           "warn_left_out"]
+__all__ = ["LeftOut", "WorkItem", "episode_seed", "left_out", "left_out_tasks", "list_tasks", "plan",
+           "selected_left_out", "warn_left_out"]

@@ -48,6 +48,8 @@ class EpisodeRecord(BaseModel):
     trace: str | None = None
     """The trace file, relative to the run directory."""
     error: str = ""
+    node: str = ""
+    """The Ray node that ran the episode (``--ray`` runs: the node id); empty for a local run."""
 
 
 @dataclass

@@ -33,7 +33,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 
@@ -92,6 +92,27 @@ class RunOutcome:
     also written to ``left_out.json``."""
 
 
+class RemoteEpisodes(Protocol):
+    """Runs a run's episodes somewhere else than this process (a Ray cluster:
+    :class:`agentunit_gym.eval.cluster.RayEpisodes`); this process still plans the run and
+    writes every record."""
+
+    def start(self, config: EvalConfig, agent_factory: AgentFactory, agent_label: str,
+              env_factory: EnvFactory) -> None:
+        """Get ready to run episodes of ``config`` (make the workers)."""
+
+    def list_tasks(self, env_id: str) -> tuple[list[tuple[str, str]], list[LeftOut], str | None]:
+        """``(task_id, category)`` of every task ``env_id`` can run on its backend there, the
+        tasks it leaves out with the reasons, and those in one line (None when nothing)."""
+
+    def run(self, items: list[WorkItem], sink: RecordSink) -> float:
+        """Run ``items``, recording each finished episode exactly once through ``sink``; the
+        seconds spent making envs."""
+
+    def close(self) -> None:
+        """Release the workers (idempotent)."""
+
+
 def run_episodes(
     config: EvalConfig,
     agent_factory: AgentFactory,
@@ -101,6 +122,7 @@ def run_episodes(
     env_factory: EnvFactory = default_env_factory,
     resume: bool = False,
     progress: ProgressFn | None = None,
+    remote: RemoteEpisodes | None = None,
 ) -> RunOutcome:
     """Run every planned episode that is not done yet, writing each as it finishes.
 
@@ -112,6 +134,8 @@ def run_episodes(
         env_factory: makes an env for an env id and options.
         resume: continue the run in ``run_dir``; without it, ``run_dir`` must not hold episodes.
         progress: called after each episode.
+        remote: run the episodes there (a Ray cluster) instead of in this process; records
+            and traces are still written here. Closed at the end.
 
     Returns:
         The records written by this call, how many were skipped, the elapsed time.
@@ -136,6 +160,9 @@ def run_episodes(
     sink: RecordSink | None = None
     try:
         envs = [full_env_id(e) for e in config.envs]
+        if remote is not None:
+            return _run_remote(config, agent_factory, agent_label, env_factory, remote, envs, done, writer,
+                               progress, started)
         tasks_by_env: dict[str, list[tuple[str, str]]] = {}
         everything_left_out: list[LeftOut] = []
         for env_id in envs:
@@ -161,7 +188,29 @@ def run_episodes(
         for probe in probes.values():  # an error left them unused
             probe.close()
         writer.close()
+        if remote is not None:
+            remote.close()
     return RunOutcome(sink.written if sink else [], len(done), time.perf_counter() - started, setup_s, left_out)
+
+
+def _run_remote(config: EvalConfig, agent_factory: AgentFactory, agent_label: str, env_factory: EnvFactory,
+                remote: RemoteEpisodes, envs: list[str], done: set[str], writer: RecordWriter,
+                progress: ProgressFn | None, started: float) -> RunOutcome:
+    """:func:`run_episodes` with the tasks listed and the episodes run by ``remote``."""
+    remote.start(config, agent_factory, agent_label, env_factory)
+    tasks_by_env: dict[str, list[tuple[str, str]]] = {}
+    everything_left_out: list[LeftOut] = []
+    for env_id in envs:
+        tasks_by_env[env_id], env_left_out, note = remote.list_tasks(env_id)
+        everything_left_out += env_left_out
+        warn_left_out(env_id, None, note)
+    items = plan(config, tasks_by_env, everything_left_out)
+    left_out = selected_left_out(config, everything_left_out)
+    writer.paths.left_out.write_text(json.dumps([lo.to_json() for lo in left_out], indent=2), encoding="utf-8")
+    todo = [it for it in items if it.key not in done]
+    sink = RecordSink(writer, len(items) - len(todo), len(items), progress)
+    setup_s = remote.run(todo, sink) if todo else 0.0
+    return RunOutcome(sink.written, len(done), time.perf_counter() - started, setup_s, left_out)
 
 
 def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_factory: AgentFactory,
@@ -205,7 +254,8 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_VECTOR_MODE", "INFRA_ERRORS", "EnvFactory", "EpisodeRecord", "EvalConfig", "LeftOut",
-    "ProgressFn", "RunOutcome", "RunPaths", "ThreadedVectorEnv", "VectorMode", "WorkItem", "backend_for",
+    "ProgressFn", "RemoteEpisodes", "RunOutcome", "RunPaths", "ThreadedVectorEnv", "VectorMode", "WorkItem",
+    "backend_for",
     "default_env_factory", "env_domain", "env_options", "episode_seed", "full_env_id", "iter_records", "list_tasks",
     "load_trace", "make_vector_env", "plan", "read_records", "run_episodes", "trace_filename",
 ]

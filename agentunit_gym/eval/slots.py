@@ -131,14 +131,20 @@ def retry_or_record(slot: Slot, error: str, queue: WorkQueue, max_retries: int, 
     """An infrastructure failure: queue the episode again (first in line), or record it once
     its retries are spent; free the slot."""
     assert slot.item is not None
-    if slot.attempts <= max_retries:
-        queue.appendleft((slot.item, slot.attempts + 1))
-    else:
-        it = slot.item
-        sink.record(EpisodeRecord(key=it.key, env_id=it.env_id, task_id=it.task_id, run=it.run, seed=it.seed,
-                                  agent=agent_label, status="infra_error", attempts=slot.attempts,
-                                  finish_reason=FinishReason.ERROR.value, error=error), None)
+    retry_or_record_item(slot.item, slot.attempts, error, queue, max_retries, agent_label, sink)
     slot.item = None
+
+
+def retry_or_record_item(item: WorkItem, attempts: int, error: str, queue: WorkQueue, max_retries: int,
+                         agent_label: str, sink: RecordSink) -> None:
+    """``item``'s attempt number ``attempts`` failed on infrastructure: queue it again (first
+    in line), or record it as ``infra_error`` once its retries are spent."""
+    if attempts <= max_retries:
+        queue.appendleft((item, attempts + 1))
+    else:
+        sink.record(EpisodeRecord(key=item.key, env_id=item.env_id, task_id=item.task_id, run=item.run,
+                                  seed=item.seed, agent=agent_label, status="infra_error", attempts=attempts,
+                                  finish_reason=FinishReason.ERROR.value, error=error), None)
 
 
 def record_task_error(slot: Slot, error: str, agent_label: str, sink: RecordSink) -> None:
@@ -154,4 +160,4 @@ def record_task_error(slot: Slot, error: str, agent_label: str, sink: RecordSink
 
 
 __all__ = ["ProgressFn", "RecordSink", "Slot", "WorkQueue", "agent_failure", "agent_timeout", "finish",
-           "record_task_error", "retry_or_record"]
+           "record_task_error", "retry_or_record", "retry_or_record_item"]

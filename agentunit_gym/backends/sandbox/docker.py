@@ -92,7 +92,9 @@ class _Container:
         try:
             # Attach before start so the supervisor's first line cannot be missed.
             attached = client.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-            self.sock: socket.socket = attached._sock
+            # A SocketIO over a unix or TCP daemon (the socket is inside); already the socket over
+            # TLS (DOCKER_TLS_VERIFY) and ssh:// (a paramiko channel, which has the same methods).
+            self.sock: socket.socket = getattr(attached, "_sock", attached)
             self._attached = attached
             client.api.start(self.id)
             hello = self._read_line(time.monotonic() + timeout)

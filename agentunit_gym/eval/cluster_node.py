@@ -1,0 +1,121 @@
+"""The actor of ``eval --ray`` on one node (:class:`NodeEpisodes`) and what it sends back
+(:class:`EpisodeOutcome`); the driver's side is :mod:`agentunit_gym.eval.cluster`.
+
+Nothing here imports ray at module level: the class becomes an actor when the driver wraps
+it with ``ray.remote``, and Ray imports this module on each node by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from agentunit_gym.core.trace import EpisodeTrace
+from agentunit_gym.errors import BackendTimeoutError
+from agentunit_gym.eval.agents import Agent, AgentFactory
+from agentunit_gym.eval.config import EvalConfig
+from agentunit_gym.eval.episodes import run_queue
+from agentunit_gym.eval.plan import LeftOut, WorkItem, left_out, left_out_tasks, list_tasks
+from agentunit_gym.eval.records import EpisodeRecord
+from agentunit_gym.eval.routing import EnvFactory
+from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.schedule import INFRA_ERRORS, ScheduleEpisodes
+from agentunit_gym.eval.slots import RecordSink, Slot, WorkQueue
+
+
+class _CollectRecords(RecordSink):
+    """A sink that keeps the records for the driver instead of writing them."""
+
+    def __init__(self) -> None:  # no writer: nothing is written on a node
+        self.items: list[tuple[EpisodeRecord, EpisodeTrace | None]] = []
+
+    def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
+        self.items.append((record, trace))
+
+
+@dataclass
+class EpisodeOutcome:
+    """What an actor sends back for one work item."""
+
+    key: str
+    node: str
+    records: list[tuple[EpisodeRecord, EpisodeTrace | None]]
+    attempts: int
+    failure: str = ""
+    """Set when the node could not run the item (an env that could not be made, a stuck
+    backend): no record, the driver retries it elsewhere."""
+    setup_s: float = 0.0
+
+
+class NodeEpisodes:
+    """The actor on one node: env copies on that node's backends, agents beside them, one
+    episode per :meth:`run` call (Ray runs several calls at once on its event loop)."""
+
+    def __init__(self, config: EvalConfig, agent_factory: AgentFactory, agent_label: str,
+                 env_factory: EnvFactory, slots: int) -> None:
+        import ray
+
+        self.node = str(ray.get_runtime_context().get_node_id())
+        self._config = config
+        self._agent_factory = agent_factory
+        self._label = agent_label
+        self._env_factory = env_factory
+        self._free: dict[str, list[ScheduleEpisodes]] = {}
+        self._all: list[ScheduleEpisodes] = []
+        self._agents: list[Agent] = []
+        self._env_pool = ThreadPoolExecutor(max_workers=slots + 2, thread_name_prefix="env")
+        self._agent_pool = ThreadPoolExecutor(max_workers=slots + 4, thread_name_prefix="agent")
+
+    def node_id(self) -> str:
+        return self.node
+
+    async def list_tasks(self, env_id: str) -> tuple[list[tuple[str, str]], list[LeftOut], str | None]:
+        copy, _ = await self._checkout(env_id)
+        try:
+            return list_tasks(copy), left_out_tasks(env_id, copy), left_out(copy)
+        finally:
+            self._free[env_id].append(copy)
+
+    async def run(self, item: WorkItem, attempts: int) -> EpisodeOutcome:
+        try:
+            copy, setup_s = await self._checkout(item.env_id)
+        except INFRA_ERRORS as exc:
+            return EpisodeOutcome(item.key, self.node, [], attempts, failure=f"{type(exc).__name__}: {exc}")
+        slot = Slot(agent=self._agents.pop() if self._agents else self._agent_factory())
+        sink = _CollectRecords()
+        queue: WorkQueue = deque([(item, attempts)])
+        try:
+            await run_queue(self._config, queue, copy, slot, self._agent_factory, self._label, sink,
+                            self._env_pool, self._agent_pool)
+        except BackendTimeoutError as exc:  # the copy is stuck: leave it, the driver retries the item
+            self._all.remove(copy)
+            return EpisodeOutcome(item.key, self.node, [], slot.attempts, failure=f"{type(exc).__name__}: {exc}",
+                                  setup_s=setup_s)
+        self._free[item.env_id].append(copy)
+        self._agents.append(slot.agent)
+        return EpisodeOutcome(item.key, self.node, sink.items, slot.attempts, setup_s=setup_s)
+
+    async def _checkout(self, env_id: str) -> tuple[ScheduleEpisodes, float]:
+        free = self._free.setdefault(env_id, [])
+        if free:
+            return free.pop(), 0.0
+        started = time.perf_counter()
+        options = env_options(self._config, env_id)
+        copy = await asyncio.get_running_loop().run_in_executor(
+            self._env_pool, lambda: ScheduleEpisodes(self._env_factory(env_id, dict(options)), env_id))
+        self._all.append(copy)
+        return copy, time.perf_counter() - started
+
+    def close(self) -> None:
+        with ThreadPoolExecutor(max_workers=max(1, len(self._all))) as closer:
+            list(closer.map(lambda env: env.close(), self._all))
+        self._all.clear()
+        self._free.clear()
+        self._agent_pool.shutdown(wait=False, cancel_futures=True)
+        self._env_pool.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["EpisodeOutcome", "NodeEpisodes"]
