@@ -14,6 +14,10 @@ out. It is the trusted part of the container and the only one holding CAP_SYS_AD
   process group, which a timeout kills with ``killpg``). Each command is sent as one line
   ``eval $'...'; printf '<RS>AU<nonce>:%d<RS>' $?`` and its output read up to that sentinel;
   output past ``max`` bytes is read and discarded here, so it never crosses the socket.
+* Shells nest as in a terminal: a command that starts another interactive shell (``su -
+  jack``, ``bash``, ``sh``) hands it the terminal; the next commands go to that shell until
+  it exits (:class:`Shell`). ``interactive_shell`` and the notes are shared with the local
+  sandbox, which imports them.
 
 Standard library only (the image has python3); no third-party imports.
 """
