@@ -490,6 +490,14 @@ class SandboxConformance:
         outer = sandbox.shell('echo "$SHLVL $OUTER $OUTER_ONLY [${INNER-}]"; pwd')
         assert outer.output == f"{level} kept 1 []\n/tmp/outer\n"
 
+    def test_a_login_shell_nests_too(self, sandbox: Sandbox) -> None:
+        sandbox.shell("cd /tmp")
+        assert sandbox.shell("bash --login", timeout=10).exit_code == 0
+        inner = sandbox.shell("shopt -q login_shell && echo login; pwd")
+        assert inner.output == "login\n/tmp\n"
+        assert sandbox.shell("exit 2").exit_code == 2
+        assert sandbox.shell("shopt -q login_shell || echo not-login; pwd").output == "not-login\n/tmp\n"
+
     @pytest.mark.parametrize("command", ["sleep 100", "cat", "while :; do :; done"])
     def test_timeout_in_a_nested_shell_keeps_that_shell(self, sandbox: Sandbox, command: str) -> None:
         sandbox.shell("export OUTER=kept")

@@ -249,8 +249,6 @@ class _Shell:
     """The terminal's path (to drop input no process read)."""
     nested: list[_Level] = field(default_factory=list)
     """Shells started in the driver's shell that read the terminal, innermost last."""
-    driver_waiting: bytes | None = None
-    """The marker of the driver's command that started the first nested shell."""
     found: bytes = b""
     """The marker whose sentinel ``_read_sentinel`` saw last."""
 

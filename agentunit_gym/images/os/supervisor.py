@@ -333,8 +333,10 @@ class Capture:
 
 
 SHELL_NAMES = frozenset({"bash", "rbash", "sh", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "yash", "posh",
-                         "busybox", "fish", "tcsh", "csh"})
-"""Programs that, started without a command or script, read commands from the terminal."""
+                         "busybox"})
+"""POSIX-style shells: started without a command or script, they read commands from the
+terminal, and understand our lines (``eval '...'``, ``$?``). fish and csh do not: they run
+until the timeout, like any program waiting for input."""
 _OPTIONS_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 SHELL_SETUP = ("PS1= PS2= PS4='+ '; unset PROMPT_COMMAND PS0 HISTFILE 2>/dev/null; "
                '[ -z "$BASH_VERSION" ] || set +H +o history')
