@@ -613,6 +613,8 @@ class Shell:
 
     def _spared(self) -> set[int]:
         """Our shells, the processes between them (``su``), and our own group: never runaways."""
+        if len(self.levels) == 1:  # the common case, without reading /proc
+            return {self.proc.pid, os.getpgid(0)}
         spared = {os.getpgid(0)}
         for level in self.levels:
             pid = level.pid
