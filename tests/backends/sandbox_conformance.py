@@ -545,3 +545,9 @@ class SandboxConformance:
             assert inner.output.startswith(f"jack\n{shell_name}\n{home}\n") and inner.exit_code == 2
             assert sandbox.shell("exit").exit_code == 2
             assert sandbox.shell('whoami; pwd; echo "$OUTER"').output == "root\n/tmp\nkept\n"
+        # useradd's default shell is sh (dash): it nests the same way.
+        sandbox.run("useradd -m jill")
+        assert sandbox.shell("su - jill", timeout=10).exit_code == 0
+        assert sandbox.shell('whoami; echo "$0"; false').output == "jill\n-sh\n"
+        assert sandbox.shell("exit").exit_code == 1
+        assert sandbox.shell("whoami").output == "root\n"
