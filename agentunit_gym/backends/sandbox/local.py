@@ -18,6 +18,10 @@ Layout of one sandbox:
 * the agent's **persistent shell** and every one-off ``run()`` enter the holder's
   namespaces with ``nsenter``, so init scripts and checks see exactly what the agent sees
   (files and processes) without going through the agent's shell.
+* shells nest as in a terminal: a command that starts another interactive shell (``bash``,
+  ``sh``) hands it the terminal, and the next commands are written there as lines until it
+  exits (the supervisor's shell detection is shared; see docs/sandbox-docker.md). ``su``
+  cannot switch users here (one uid is mapped): it fails at once, with a note.
 * all of that (dirs, holder, shell) is one **box**. ``reset()`` kills the box's holder (the
   kernel then kills every process of the pid namespace), deletes its dirs in the
   background and continues in a **warm spare** box, started in the background after the

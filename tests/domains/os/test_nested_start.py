@@ -56,3 +56,20 @@ def test_start_script_ending_in_bash_runs_the_agent_there(backend: str) -> None:
         assert "[exit code 3]" in obs
         obs, *_ = env.step(_bash('echo "$SHLVL"'))
         assert obs == "The output of the OS:\n\n1\n"
+
+
+INIT_SU = OSTask.model_validate({
+    "id": "init-su-jack", "instruction": "Who are you?",
+    "init": ["useradd -m -s /bin/bash jack\nsu - jack"],
+    "evaluation": {"match": "root"},
+})
+
+
+@pytest.mark.docker
+def test_init_script_ending_in_su_does_not_carry_over() -> None:
+    # Init scripts run outside the agent's shell with no terminal (AgentBench: `exec_run`):
+    # su's shell reads end-of-file and exits 0, and the agent's shell is root's.
+    with OSEnv(backend="docker", tasks=[INIT_SU]) as env:
+        env.reset(options={"task_id": "init-su-jack"})
+        obs, *_ = env.step(_bash("whoami; id -un jack"))
+        assert obs == "The output of the OS:\n\nroot\njack\n"
