@@ -8,7 +8,8 @@
 * step overhead: a ``shell("true")`` round trip (``true`` is a builtin, so this is all
   overhead), vs a one-off ``run("true")`` per command (enter the namespaces and start a bash
   each time, the local analogue of ``docker exec`` per command), and the floor of starting
-  ``bash -c true`` on the host with no isolation at all.
+  ``bash -c true`` on the host with no isolation at all; also the same step in a nested
+  shell (after ``shell("bash")``), and entering and leaving one (``bash`` then ``exit``).
 
 Usage: ``python benchmarks/bench_local_sandbox.py [--episodes N] [--steps N] [--json PATH]``
 """
@@ -47,6 +48,17 @@ def bench(episodes: int, steps: int, isolation: str) -> dict[str, Any]:
         back_to_back = resets(sandbox, 0.0)
         with_pause = resets(sandbox, 0.1)
         steps_ms = timed(lambda: sandbox.shell("true"), steps)
+        # The same step in a shell the agent started (`bash`), and entering plus leaving one.
+        if sandbox.shell("bash").exit_code != 0:
+            raise RuntimeError("no nested shell")
+        nested_ms = timed(lambda: sandbox.shell("true"), steps)
+        sandbox.shell("exit")
+
+        def enter_and_exit() -> None:
+            if sandbox.shell("bash").exit_code != 0 or sandbox.shell("exit").exit_code != 0:
+                raise RuntimeError("nested shell round trip failed")
+
+        enter_exit_ms = timed(enter_and_exit, max(10, steps // 10))
         run_ms = timed(lambda: sandbox.run("true"), max(20, steps // 10))
     with LocalSandbox(isolation=isolation, warm_spare=False) as sandbox:  # type: ignore[arg-type]
         no_spare = resets(sandbox, 0.0)
@@ -63,6 +75,8 @@ def bench(episodes: int, steps: int, isolation: str) -> dict[str, Any]:
     results["reset_without_spare"] = summary(no_spare)
     results["new_sandbox_per_episode"] = summary(naive_ms)
     results["step"] = summary(steps_ms)
+    results["step_nested_shell"] = summary(nested_ms)
+    results["nested_shell_enter_exit"] = summary(enter_exit_ms)
     results["run_per_command"] = summary(run_ms)
     results["host_bash_c_true"] = summary(floor_ms)
     naive = results["new_sandbox_per_episode"]["p50_ms"]

@@ -6,7 +6,9 @@ Both sides run in the same process on the same daemon, so the ratios hold on a n
   (remove the old one, create and start a new one from the same image, run one command);
 * fallback: a reset after the container was killed, served by the warm pool (plus one step);
 * step overhead: a ``shell("true")`` round trip (``true`` is a builtin, so this is all
-  overhead), vs ``docker exec`` of ``true`` per command (exec create + start + inspect).
+  overhead), vs ``docker exec`` of ``true`` per command (exec create + start + inspect);
+  also the same step in a nested shell (after ``shell("bash")``), and entering and leaving
+  one (``bash`` then ``exit``).
 
 Usage: ``python benchmarks/bench_sandbox.py [--episodes N] [--baseline N] [--json PATH]``
 """
@@ -55,6 +57,17 @@ def bench(episodes: int, baseline_episodes: int, steps: int, pool_episodes: int 
         results["reset_in_place"] = summary(resets)
         results["episode_in_place"] = summary(timed(episode_in_place, episodes))
         results["step_persistent_shell"] = summary(timed(lambda: sandbox.shell("true"), steps))
+        # The same step in a shell the agent started (`bash`), and entering plus leaving one.
+        if sandbox.shell("bash").exit_code != 0:
+            raise RuntimeError("no nested shell")
+        results["step_nested_shell"] = summary(timed(lambda: sandbox.shell("true"), steps))
+        sandbox.shell("exit")
+
+        def enter_and_exit() -> None:
+            if sandbox.shell("bash").exit_code != 0 or sandbox.shell("exit").exit_code != 0:
+                raise RuntimeError("nested shell round trip failed")
+
+        results["nested_shell_enter_exit"] = summary(timed(enter_and_exit, max(10, steps // 10)))
         results["recreated"] = sandbox.recreated
 
         # docker exec per command, against the same running container.
@@ -133,7 +146,7 @@ def main() -> int:
     for column in ("measure", "n", "p50", "p90", "mean"):
         table.add_column(column, justify="right" if column != "measure" else "left")
     for key in ("reset_in_place", "episode_in_place", "reset_from_warm_pool", "episode_new_container",
-                "step_persistent_shell", "step_docker_exec"):
+                "step_persistent_shell", "step_nested_shell", "nested_shell_enter_exit", "step_docker_exec"):
         row = results[key]
         table.add_row(key, str(row["n"]), f"{row['p50_ms']:.2f}", f"{row['p90_ms']:.2f}", f"{row['mean_ms']:.2f}")
     console = Console()

@@ -208,8 +208,31 @@ class Battery:
         out, _, _ = self.bash("echo alive")
         return "alive" in out, f"{len(replies)} malformed replies, no exception; outcomes: {sorted(set(kinds))}"
 
+    def nested_shells(self) -> tuple[bool, str]:
+        # Shells three deep; in the innermost a fork bomb, hung reads and a loop that ignores
+        # Ctrl-C: every command must come back within its timeout, in a shell that still answers.
+        self.episode()
+        self.bash("cd /tmp; export OUTER=kept")
+        for shell in ("bash", "sh", "bash"):
+            out, info, elapsed = self.bash(shell)
+            if info.get("timed_out") or elapsed > 2.0:
+                return False, f"{shell!r} did not take over: {out[-120:]!r} in {elapsed:.1f} s"
+        seen = []
+        for command in (FORK_BOMB, "cat", "sleep 1000", "trap '' INT; while :; do :; done"):
+            _, _, elapsed = self.bash(command)
+            seen.append(f"{command.split()[0][:8]} {elapsed:.1f}s")
+            if elapsed > COMMAND_TIMEOUT + 6:
+                return False, f"{command!r} took {elapsed:.1f} s"
+        level, _, _ = self.bash("echo level=$SHLVL")
+        for _ in range(2):  # the innermost bash was ended with its loop: sh and bash are left
+            self.bash("exit")
+        out, _, _ = self.bash('echo "outer=$OUTER"; pwd')
+        ok = "outer=kept" in out and "/tmp" in out
+        return ok, "; ".join(seen) + f"; after the loop: {self.value(level, 'level')}; back out: {ok}"
+
     CHECKS: tuple[str, ...] = ("fork_bomb", "hung_reads", "unbounded_output", "background_jobs", "network",
-                               "docker_socket", "host_canaries", "state_leaks", "rm_rf_root", "malformed_replies")
+                               "docker_socket", "host_canaries", "state_leaks", "rm_rf_root", "malformed_replies",
+                               "nested_shells")
 
 
 def run_battery(backend: str, options: dict[str, Any], report: Callable[[Outcome], None]) -> list[Outcome]:

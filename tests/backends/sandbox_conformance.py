@@ -459,3 +459,95 @@ class SandboxConformance:
         listing = sandbox.shell("ps -A -o comm= > /tmp/ps.txt; ps -A > /tmp/psa.txt; sort /tmp/ps.txt | tr '\\n' ' '; "
                                 "echo; wc -l < /tmp/psa.txt").output
         assert listing.split() == ["bash", "ps", "sleep", "sleep", "5"]
+
+    def test_find_from_the_root_exits_0(self, sandbox: Sandbox) -> None:
+        # A gold solution of AgentBench: nothing the agent's root meets may be unreadable.
+        sandbox.run("sleep 1000 >/dev/null 2>&1 &")
+        found = sandbox.shell("find / -name no-such-file-anywhere", timeout=120)
+        assert (found.exit_code, found.output) == (0, "")
+        assert "Permission denied" not in sandbox.shell("find / -name no-such 2>&1; ls -R /proc/1 /proc/tty >/dev/null",
+                                                        timeout=120).output
+
+    # ---------------------------------------------------------------- shells that nest
+
+    def test_a_nested_shell_takes_over_until_exit(self, sandbox: Sandbox) -> None:
+        # As in a terminal: the next commands run in the shell a command started; `exit` returns.
+        sandbox.shell("mkdir -p /tmp/outer && cd /tmp/outer && export OUTER=kept && OUTER_ONLY=1")
+        level = int(sandbox.shell("echo $SHLVL").output)
+        started = sandbox.shell("bash", timeout=10)
+        assert (started.output, started.exit_code, started.timed_out) == ("", 0, False)
+        inner = sandbox.shell('echo "$SHLVL $OUTER [${OUTER_ONLY-}]"; pwd; cd /tmp; INNER=1')
+        assert inner.output == f"{level + 1} kept []\n/tmp/outer\n"
+        assert sandbox.shell("(exit 5)").exit_code == 5
+        assert sandbox.shell('echo "$INNER"; pwd').output == "1\n/tmp\n"
+        # Two levels deep: sh in that bash, with its own exit codes.
+        assert sandbox.shell("sh", timeout=10).exit_code == 0
+        deep = sandbox.shell('echo "$0 $INNER"; false')
+        assert (deep.output, deep.exit_code) == ("sh \n", 1)
+        assert sandbox.shell("exit 4").exit_code == 4  # back in bash: its status is sh's
+        assert sandbox.shell('echo "$SHLVL $INNER"; pwd').output == f"{level + 1} 1\n/tmp\n"
+        assert sandbox.shell("exit 3").exit_code == 3
+        outer = sandbox.shell('echo "$SHLVL $OUTER $OUTER_ONLY [${INNER-}]"; pwd')
+        assert outer.output == f"{level} kept 1 []\n/tmp/outer\n"
+
+    def test_a_login_shell_nests_too(self, sandbox: Sandbox) -> None:
+        sandbox.shell("cd /tmp")
+        assert sandbox.shell("bash --login", timeout=10).exit_code == 0
+        inner = sandbox.shell("shopt -q login_shell && echo login; pwd")
+        assert inner.output == "login\n/tmp\n"
+        assert sandbox.shell("exit 2").exit_code == 2
+        assert sandbox.shell("shopt -q login_shell || echo not-login; pwd").output == "not-login\n/tmp\n"
+
+    @pytest.mark.parametrize("command", ["sleep 100", "cat", "while :; do :; done"])
+    def test_timeout_in_a_nested_shell_keeps_that_shell(self, sandbox: Sandbox, command: str) -> None:
+        sandbox.shell("export OUTER=kept")
+        assert sandbox.shell("sh", timeout=10).exit_code == 0
+        sandbox.shell("cd /tmp; INNER=1")
+        started = time.monotonic()
+        result = sandbox.shell(command, timeout=1.0)
+        assert result.timed_out and result.exit_code is None
+        assert time.monotonic() - started < 1.0 + KILL_SLACK_S
+        assert sandbox.shell('echo "$0 $INNER"; pwd').output == "sh 1\n/tmp\n"
+        assert sandbox.shell("exit").exit_code == 0
+        assert sandbox.shell('echo "$0 [${INNER-}] $OUTER"').output.endswith(" [] kept\n")
+
+    def test_a_nested_shell_that_ignores_ctrl_c_is_ended(self, sandbox: Sandbox) -> None:
+        sandbox.shell("cd /tmp; export OUTER=kept")
+        assert sandbox.shell("bash", timeout=10).exit_code == 0
+        result = sandbox.shell("trap '' INT; while :; do :; done", timeout=1.0)
+        assert result.timed_out and "back in the shell that started it" in result.output
+        after = sandbox.shell('echo "$OUTER $SHLVL"; pwd')
+        assert after.output.endswith("\n/tmp\n") and after.output.startswith("kept ")
+        assert sandbox.shell("echo in-step").output == "in-step\n"  # no stale line of ours is run
+
+    def test_exit_from_the_outermost_shell_gives_a_fresh_one(self, sandbox: Sandbox) -> None:
+        sandbox.shell("cd /tmp; export GONE=1")
+        result = sandbox.shell("exit 6")
+        assert result.exit_code == 6 and not result.timed_out
+        assert "a new shell was started" in result.output
+        assert sandbox.shell('echo "[${GONE-}]"; echo $$').output == "[]\n1\n"
+
+    def test_su_switches_user_until_exit(self, sandbox: Sandbox, sandbox_kind: str) -> None:
+        sandbox.run("useradd -m -s /bin/bash jack")
+        sandbox.shell("cd /tmp; export OUTER=kept")
+        if sandbox_kind.startswith("local"):
+            # One uid is mapped: su fails at once, and says why.
+            started = time.monotonic()
+            result = sandbox.shell("su - jack", timeout=10)
+            assert result.exit_code == 1 and time.monotonic() - started < 5
+            assert "switching users needs the docker sandbox" in result.output
+            assert sandbox.shell("whoami").output == "root\n"
+            return
+        for command, shell_name, home in (("su - jack", "-bash", "/home/jack"), ("su jack", "bash", "/tmp")):
+            started = sandbox.shell(command, timeout=10)
+            assert (started.output, started.exit_code) == ("", 0)
+            inner = sandbox.shell('whoami; echo "$0"; pwd; cd /; ls /root')
+            assert inner.output.startswith(f"jack\n{shell_name}\n{home}\n") and inner.exit_code == 2
+            assert sandbox.shell("exit").exit_code == 2
+            assert sandbox.shell('whoami; pwd; echo "$OUTER"').output == "root\n/tmp\nkept\n"
+        # useradd's default shell is sh (dash): it nests the same way.
+        sandbox.run("useradd -m jill")
+        assert sandbox.shell("su - jill", timeout=10).exit_code == 0
+        assert sandbox.shell('whoami; echo "$0"; false').output == "jill\n-sh\n"
+        assert sandbox.shell("exit").exit_code == 1
+        assert sandbox.shell("whoami").output == "root\n"

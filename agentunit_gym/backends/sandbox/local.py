@@ -18,6 +18,10 @@ Layout of one sandbox:
 * the agent's **persistent shell** and every one-off ``run()`` enter the holder's
   namespaces with ``nsenter``, so init scripts and checks see exactly what the agent sees
   (files and processes) without going through the agent's shell.
+* shells nest as in a terminal: a command that starts another interactive shell (``bash``,
+  ``sh``) hands it the terminal, and the next commands are written there as lines until it
+  exits (the supervisor's shell detection is shared; see docs/sandbox-docker.md). ``su``
+  cannot switch users here (one uid is mapped): it fails at once, with a note.
 * all of that (dirs, holder, shell) is one **box**. ``reset()`` kills the box's holder (the
   kernel then kills every process of the pid namespace), deletes its dirs in the
   background and continues in a **warm spare** box, started in the background after the
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -58,6 +63,13 @@ from typing import IO, Any, Literal
 from agentunit_gym.backends import process
 from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
 from agentunit_gym.errors import AgentUnitError, BackendError, BackendTimeoutError, ConfigError, IsolationError
+from agentunit_gym.images.os.supervisor import (
+    EXITED_NOTE,
+    NESTED_KILLED_NOTE,
+    SHELL_SETUP,
+    interactive_shell,
+    quote,
+)
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -115,6 +127,14 @@ _DEFAULT_ENV = {
     "TERM": "dumb",
 }
 
+USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser and setpriv cannot switch to "
+                    "another user here; switching users needs the docker sandbox]\n")
+"""Added to the output of a command that failed to switch users (``su - jack``)."""
+_USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresuid failed: Invalid argument",
+                         "setgid: Invalid argument", "setuid: Invalid argument")
+
+_MASK_PROC = 'mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; exec "$@"'
+
 _START_TIMEOUT_S = 10.0
 _RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
 _KILL_TIMEOUT_S = 5.0
@@ -139,18 +159,21 @@ _HOLDER = "echo ready; read -r _ ; exit 0"
 # in this shell, so cwd, variables and jobs persist. ``jobs -p`` goes to a file before each
 # command so a timeout can spare the background jobs started earlier. The sentinel
 # "<nonce> <status>" follows the output on the terminal: a random nonce cannot be printed by
-# accident.
+# accident. ``$?`` is set back to the last command's status before the next one runs.
 _DRIVER = r"""
 __au_fd=$3; exec {__au_in}<&"$__au_fd" {__au_out}>&1 {__au_fd}<&-
 unset HISTFILE; set +H; PS1= PS2=
 cd "$1" 2>/dev/null || cd /
 __au_jobs=$2
 set --
+__au_st=0
 while IFS= read -r -d '' -u "$__au_in" __au_msg; do
   __au_nonce=${__au_msg%%$'\n'*}
   jobs -p >"$__au_jobs" 2>/dev/null
+  [ "$__au_st" = 0 ] || (exit "$__au_st")
   eval "${__au_msg#*$'\n'}"
-  printf '%s %d\n' "$__au_nonce" "$?" >&"$__au_out"
+  __au_st=$?
+  printf '%s %d\n' "$__au_nonce" "$__au_st" >&"$__au_out"
 done
 """
 
@@ -169,6 +192,13 @@ class _Capture:
         if room > 0:
             self.head += data[:room]
 
+    def drop_partial_line(self) -> None:
+        """Drop what follows the last newline: a new shell's first prompt."""
+        cut = self.head.rfind(b"\n") + 1
+        if cut < len(self.head) and self.total == len(self.head):
+            self.total -= len(self.head) - cut
+            del self.head[cut:]
+
     def result(self, exit_code: int | None, timed_out: bool, started: float) -> ExecResult:
         return ExecResult(
             output=bytes(self.head).decode("utf-8", errors="replace"),
@@ -178,6 +208,31 @@ class _Capture:
             output_bytes=self.total,
             duration_s=time.monotonic() - started,
         )
+
+
+@dataclass
+class _Level:
+    """A shell the agent started that reads its terminal (``su - jack``, ``bash``, ``sh``).
+
+    The driver is the bottom shell (it reads commands from a pipe); these read them from the
+    terminal, as lines that run the command and print ``<nonce> <status>``."""
+
+    pid: int
+    """Host pid; with job control, also its process group."""
+    name: str
+    waiting: bytes | None = None
+    """The marker of this shell's line that started the shell above it (still running)."""
+    status: int = 0
+
+    def line(self, command: str, nonce: str) -> bytes:
+        restore = f"(exit {self.status}); " if self.status else ""  # $? as the last command left it
+        head, tail = nonce[:5], nonce[5:]  # printed apart: the line itself never holds the marker
+        if self.name in ("bash", "rbash"):
+            text = f"{restore}eval {quote(command)}; builtin printf '%s%s %d\\n' {head} {tail} $?\n"
+        else:
+            posix = "'" + command.replace("'", "'\\''") + "'"
+            text = f"{restore}eval {posix}; command printf '%s%s %d\\n' {head} {tail} \"$?\"\n"
+        return text.encode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -196,6 +251,12 @@ class _Shell:
     """The agent's processes (its own pid numbers) after the last command's runaway check."""
     init_pid: int | None = None
     """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
+    slave: str = ""
+    """The terminal's path (to drop input no process read)."""
+    nested: list[_Level] = field(default_factory=list)
+    """Shells started in the driver's shell that read the terminal, innermost last."""
+    found: bytes = b""
+    """The marker whose sentinel ``_read_sentinel`` saw last."""
 
     def chain(self) -> list[int]:
         """Host pids from the session leader down to the interactive bash (nsenter, unshare, bash)."""
@@ -542,6 +603,35 @@ def _bwrap_system_args() -> list[str]:
     return args
 
 
+@functools.lru_cache(maxsize=1)
+def masked_system_dirs() -> tuple[str, ...]:
+    """Dirs under the host's :data:`SYSTEM_DIRS` that the sandbox's root could not read.
+
+    They are root-only on the host (``/usr/share/polkit-1/rules.d``), so inside, where their
+    owner is unmapped, they are anyone's "other" and unreadable: ``find /`` would exit 1 with
+    "Permission denied". Each box hides them under an empty read-only tmpfs (their content
+    stays out of reach, as it was). Found once per process by walking the dirs (~0.2-1 s).
+    """
+    found: list[str] = []
+    for top, link in system_layout():
+        if link is not None:
+            continue
+        for parent, dirs, _ in os.walk(top):
+            keep = []
+            for name in dirs:
+                path = os.path.join(parent, name)
+                try:
+                    mode = os.lstat(path).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISDIR(mode) and mode & 0o005 != 0o005:
+                    found.append(path)
+                else:
+                    keep.append(name)
+            dirs[:] = keep
+    return tuple(found)
+
+
 def detect_isolation(preferred: Isolation = "auto") -> Literal["bwrap", "unshare"] | None:
     """Which namespace tool works on this machine, by running a tiny probe through the process seam.
 
@@ -869,7 +959,7 @@ class LocalSandbox(Sandbox):
             box.shell = self._start_shell(box)
             # One round trip, so the first command of the episode does not pay bash's start-up.
             self._send(box.shell, "true")
-            if self._read_sentinel(box.shell, box.shell.marker, _Capture(0), time.monotonic() + _START_TIMEOUT_S) \
+            if self._read_sentinel(box.shell, [box.shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) \
                     is None:
                 raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
         except BaseException:
@@ -946,9 +1036,12 @@ class LocalSandbox(Sandbox):
                 argv += ["--bind", str(box.writable(d)), d]
             for rel, template in self._etc_read_only():
                 argv += ["--ro-bind", str(template), f"/etc/{rel}"]
+            for path in masked_system_dirs():
+                argv += ["--tmpfs", path, "--remount-ro", path]
             return argv + ["--remount-ro", "/", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
         specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
         specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
+        specs += [f"mask:{path}" for path in masked_system_dirs()]
         return ["unshare", "--user", "--map-root-user", "--pid", *([] if self.network else ["--net"]), "--mount",
                 "--ipc", "--uts",
                 "--fork", "--kill-child", "--propagation", "private", "/bin/bash", "-c", _setup_script(),
@@ -1045,6 +1138,7 @@ class LocalSandbox(Sandbox):
         if self.mechanism == "none":
             os.makedirs(self._workdir_in(box), exist_ok=True)
         master, slave = os.openpty()
+        slave_name = os.ttyname(slave)
         control_read, control_write = os.pipe()
         try:
             attrs = termios.tcgetattr(slave)
@@ -1059,7 +1153,10 @@ class LocalSandbox(Sandbox):
                 # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
                 # sees its shell and what it starts (and run()'s commands, which join it), not
                 # the box's holder processes: the view of `docker run IMAGE bash`.
-                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--", *shell]
+                # Its /proc hides /proc/tty/driver (root-only on the host, so unreadable here:
+                # `find /` would exit 1) under an empty read-only tmpfs; `exec` keeps bash PID 1.
+                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--", "/bin/sh", "-c",
+                         _MASK_PROC, "sh", *shell]
             argv = ["setsid", "--ctty", *self._enter_argv_box(box, shell)]
             proc = self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, in_sandbox=True,
                                pass_fds=(control_read,), new_session=False)
@@ -1071,7 +1168,7 @@ class LocalSandbox(Sandbox):
             os.close(slave)
             os.close(control_read)
         os.set_blocking(master, False)
-        return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid))
+        return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name)
 
     def _box_alive(self, box: _Box) -> bool:
         if self.mechanism == "none":
@@ -1148,6 +1245,13 @@ class LocalSandbox(Sandbox):
         """
         if timeout <= 0 or max_output < 0:
             raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
+        result = self._shell(command, timeout, max_output)
+        if result.exit_code not in (0, None) and self.mechanism != "none" \
+                and any(message in result.output for message in _USER_SWITCH_FAILURES):
+            result = dataclasses.replace(result, output=result.output + USER_SWITCH_NOTE)
+        return result
+
+    def _shell(self, command: str, timeout: float, max_output: int) -> ExecResult:
         box = self._current()
         shell = box.shell
         if shell is None:
@@ -1161,20 +1265,46 @@ class LocalSandbox(Sandbox):
         # background jobs count as new too, so a bomb that started slowly is caught later.
         before = shell.settled if shell.settled is not None else self._ns_pids(box)
         try:
-            self._send(shell, command)
+            if shell.nested:
+                marker = self._send_tty(shell, command, started + timeout)
+            else:
+                self._send(shell, command)
+                marker = shell.marker
         except OSError:  # broken pipe: the shell is gone
             shell.eof = True
             return self._shell_died(box, capture, started, timed_out=False)
-        status = self._read_sentinel(shell, shell.marker, capture, started + timeout)
+        rejected: set[int] = set()
+        hit: list[tuple[int, str]] = []
+        while True:
+            hit.clear()
+            status = self._read_sentinel(shell, [marker, *self._waiting(shell)], capture, started + timeout,
+                                         watch=lambda: self._new_shell(box, shell, rejected, hit))
+            if status is not None or not hit:
+                break
+            entered = self._enter_nested(box, shell, marker, capture, hit[0], started + timeout)
+            if entered is True:  # the new shell took over; the command runs on below it
+                self._contain_runaways(box, before, capture)
+                shell.settled = self._ns_pids(box)
+                return capture.result(0, False, started)
+            if entered is not None:
+                status = entered
+                break
+            rejected.add(hit[0][0])
         if status is not None:
+            self._settle(shell, status)
             self._contain_runaways(box, before, capture)
             shell.settled = self._ns_pids(box)
             return capture.result(status, False, started)
         if shell.eof:
             return self._shell_died(box, capture, started, timed_out=False)
+        if shell.nested and self._stop_nested(box, shell, capture, marker):
+            self._contain_runaways(box, before, capture)
+            shell.settled = self._ns_pids(box)
+            return capture.result(None, True, started)
         # Timed out: kill what the command started, then let the shell report back.
         self._kill_command_groups(box, shell)
-        status = self._read_sentinel(shell, shell.marker, capture, time.monotonic() + _SHELL_GRACE_S)
+        status = self._read_sentinel(shell, [shell.marker], capture, time.monotonic() + _SHELL_GRACE_S)
+        shell.nested.clear()
         if status is None:
             if shell.eof:
                 return self._shell_died(box, capture, started, timed_out=True)
@@ -1275,11 +1405,14 @@ class LocalSandbox(Sandbox):
                           + b"\0")
         shell.stdin.flush()
 
-    def _read_sentinel(self, shell: _Shell, marker: bytes, capture: _Capture, deadline: float) -> int | None:
-        """Read the shell's output into ``capture`` until the sentinel; its exit status, or None
-        (deadline passed, or the shell exited: then ``shell.eof`` is set)."""
+    def _read_sentinel(self, shell: _Shell, markers: list[bytes], capture: _Capture, deadline: float,
+                       watch: Callable[[], bool] | None = None) -> int | None:
+        """Read the shell's output into ``capture`` until one of the ``markers``' sentinels (it is
+        then ``shell.found``); its exit status, or None (deadline passed; the shell exited: then
+        ``shell.eof`` is set; or ``watch``, called when the terminal is quiet, returned True)."""
         carry = b""
-        keep = len(marker) + 16  # enough to hold a sentinel split across reads
+        keep = max(len(marker) for marker in markers) + 16  # enough to hold a sentinel split across reads
+        quiet = 0.02 if watch is not None else None
         with selectors.DefaultSelector() as sel:
             sel.register(shell.fd, selectors.EVENT_READ)
             # Background jobs may hold the terminal open after the shell is gone, so the
@@ -1290,8 +1423,11 @@ class LocalSandbox(Sandbox):
                 if left <= 0:
                     capture.add(carry)
                     return None
-                events = sel.select(left)
+                events = sel.select(left if quiet is None else min(left, quiet))
                 if not events:
+                    if watch is not None and watch():
+                        capture.add(carry)
+                        return None
                     continue
                 chunk = b""
                 with contextlib.suppress(BlockingIOError):
@@ -1306,7 +1442,8 @@ class LocalSandbox(Sandbox):
                         return None
                     continue
                 data = carry + chunk
-                idx = data.find(marker)
+                found = [(data.find(marker), marker) for marker in markers]
+                idx, marker = min(((i, m) for i, m in found if i >= 0), default=(-1, b""))
                 if idx >= 0:
                     end = data.find(b"\n", idx)
                     if end < 0:
@@ -1314,6 +1451,7 @@ class LocalSandbox(Sandbox):
                         continue
                     capture.add(data[:idx])
                     shell.pending += data[end + 1:][:_PENDING_CAP]
+                    shell.found = marker
                     try:
                         return int(data[idx + len(marker):end])
                     except ValueError:
@@ -1321,6 +1459,148 @@ class LocalSandbox(Sandbox):
                 cut = max(0, len(data) - keep)
                 capture.add(data[:cut])
                 carry = data[cut:]
+
+    # ------------------------------------------------------------------ shells that nest
+
+    @staticmethod
+    def _waiting(shell: _Shell) -> list[bytes]:
+        """The markers of the lines still running below the top shell (their sentinel means the
+        shells above them have exited): the driver's command, then each nested shell's."""
+        if not shell.nested:
+            return []
+        return [shell.marker, *(level.waiting for level in shell.nested[:-1] if level.waiting is not None)]
+
+    def _new_shell(self, box: _Box, shell: _Shell, rejected: set[int], hit: list[tuple[int, str]]) -> bool:
+        """True (and the shell in ``hit``) when a shell that is not one of ours yet waits at the
+        terminal, seen so twice in a row (20 ms apart)."""
+        try:
+            group = os.tcgetpgrp(shell.fd)
+        except OSError:
+            return False
+        known = {self._agent_init(box), shell.proc.pid, *(level.pid for level in shell.nested), *rejected}
+        name = None if group in known else interactive_shell(group)  # a shell leads its own group
+        if name is None:
+            hit.clear()
+            return False
+        if hit and hit[0][0] == group:
+            return True
+        hit[:] = [(group, name)]
+        return False
+
+    def _send_tty(self, shell: _Shell, command: str, deadline: float) -> bytes:
+        """Write ``command`` to the terminal for the top nested shell; returns its marker."""
+        nonce = "__au_" + secrets.token_hex(8)
+        data = shell.nested[-1].line(command, nonce)
+        with selectors.DefaultSelector() as sel:
+            sel.register(shell.fd, selectors.EVENT_WRITE)
+            while data:
+                try:
+                    data = data[os.write(shell.fd, data):]
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise OSError("the terminal does not take input") from None
+                    sel.select(0.05)
+        return nonce.encode() + b" "
+
+    def _settle(self, shell: _Shell, status: int) -> None:
+        """After a sentinel: if it was a lower shell's line, the shells above it have exited."""
+        if shell.found == shell.marker:
+            shell.nested.clear()
+        else:
+            for index, level in enumerate(shell.nested):
+                if level.waiting == shell.found:
+                    del shell.nested[index + 1:]
+                    level.waiting = None
+                    break
+        if shell.nested:
+            shell.nested[-1].status = status if 0 <= status < 256 else 0
+
+    def _enter_nested(self, box: _Box, shell: _Shell, marker: bytes, capture: _Capture, hit: tuple[int, str],
+                      deadline: float) -> bool | int | None:
+        """Make the shell in ``hit`` the top one and set it up: True when it answered, the
+        status when the command's own line reported meanwhile, None when it took no commands."""
+        capture.drop_partial_line()  # its first prompt
+        if shell.nested:
+            shell.nested[-1].waiting = marker
+        shell.nested.append(_Level(*hit))
+        try:
+            setup = self._send_tty(shell, SHELL_SETUP, deadline)
+        except OSError:
+            setup = b"\0"
+        status = self._read_sentinel(shell, [setup, *self._waiting(shell)], _Capture(0),
+                                     max(time.monotonic() + 1.0, min(time.monotonic() + 5.0, deadline)))
+        if status is not None and shell.found == setup:
+            return True
+        shell.nested.pop()
+        if shell.nested:
+            shell.nested[-1].waiting = None
+        if status is not None and shell.found == marker:
+            return status
+        self._flush_input(shell)
+        return None
+
+    @staticmethod
+    def _flush_input(shell: _Shell) -> None:
+        """Drop what we wrote to the terminal that no process read (lines for a killed shell)."""
+        try:
+            fd = os.open(shell.slave, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            termios.tcflush(fd, termios.TCIFLUSH)
+        except termios.error:
+            pass
+        finally:
+            os.close(fd)
+
+    def _stop_nested(self, box: _Box, shell: _Shell, capture: _Capture, marker: bytes) -> bool:
+        """After a timeout in a nested shell: stop what hangs and get a shell that answers.
+
+        The foreground job is killed (the nested shell then reports); a shell busy itself gets
+        Ctrl-C (SIGINT) and an empty command; one that still does not answer is killed, and the
+        shell below it (whose line started it) reports. False: the driver's shell must be dealt
+        with as for any timeout."""
+        levels = {self._agent_init(box), *(level.pid for level in shell.nested)}
+        with contextlib.suppress(OSError):
+            group = os.tcgetpgrp(shell.fd)
+            if group not in levels and group > 1:
+                os.killpg(group, signal.SIGKILL)
+                status = self._read_sentinel(shell, [marker, *self._waiting(shell)], capture, time.monotonic() + 0.5)
+                if status is not None:
+                    self._settle(shell, status)
+                    return True
+        while shell.nested:
+            top = shell.nested[-1]
+            for _ in range(3):
+                with contextlib.suppress(OSError):
+                    group = os.tcgetpgrp(shell.fd)
+                    if group not in levels and group > 1:
+                        os.killpg(group, signal.SIGINT)
+                with contextlib.suppress(OSError):
+                    os.kill(top.pid, signal.SIGINT)
+                time.sleep(0.05)
+                try:
+                    resync = self._send_tty(shell, ":", time.monotonic() + 1.0)
+                except OSError:
+                    break
+                if self._read_sentinel(shell, [resync, *self._waiting(shell)], _Capture(0),
+                                       time.monotonic() + 1.0) is not None:
+                    self._settle(shell, 0)
+                    return True
+            capture.add(NESTED_KILLED_NOTE.encode())
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(OSError):
+                    kill(top.pid, signal.SIGKILL)
+            shell.nested.pop()
+            self._flush_input(shell)  # the resync lines it never read
+            below = shell.nested[-1].waiting if shell.nested else shell.marker
+            if below is None:
+                return False
+            status = self._read_sentinel(shell, [below], _Capture(0), time.monotonic() + 1.0)
+            if status is not None:
+                self._settle(shell, status)
+                return True
+        return False
 
     def _shell_died(self, box: _Box, capture: _Capture, started: float, *, timed_out: bool) -> ExecResult:
         shell = box.shell
@@ -1334,6 +1614,7 @@ class LocalSandbox(Sandbox):
             # a new one, as the docker sandbox does (the interactive bash already printed "exit").
             self._stop_shell(box)
             box.shell = self._start_shell(box)
+            capture.add(EXITED_NOTE.encode())
             return capture.result(None if timed_out else code, timed_out, started)
         self._stop_shell(box)
         raise self._died_error()

@@ -6,7 +6,8 @@
 #   $2  the dir holding the sandbox's writable dirs (etc tmp root home var run)
 #   $3  how to finish (a shell command run in the new root)
 #   then the host's system dirs, as "bind:/usr" (read-only bind) or "link:/bin:usr/bin" (symlink),
-#   and read-only trees for the new /etc as "etc:SOURCE:/etc/alternatives"
+#   read-only trees for the new /etc as "etc:SOURCE:/etc/alternatives", and dirs to hide
+#   under an empty tmpfs (unreadable here) as "mask:/usr/share/polkit-1/rules.d"
 set -eu
 R=$1; W=$2; FINISH=$3; shift 3
 mount -t tmpfs -o mode=755,size=1m tmpfs "$R"
@@ -15,6 +16,7 @@ for spec in "$@"; do
     bind:*) d=${spec#bind:}; mkdir -p "$R$d"; mount --rbind "$d" "$R$d" ;;
     link:*) rest=${spec#link:}; ln -s "${rest#*:}" "$R${rest%%:*}" ;;
     etc:*) ;;
+    mask:*) mount -t tmpfs -o mode=755,size=4k tmpfs "$R${spec#mask:}" ;;
     *) echo "setup.sh: bad spec $spec" >&2; exit 1 ;;
   esac
 done

@@ -14,6 +14,10 @@ out. It is the trusted part of the container and the only one holding CAP_SYS_AD
   process group, which a timeout kills with ``killpg``). Each command is sent as one line
   ``eval $'...'; printf '<RS>AU<nonce>:%d<RS>' $?`` and its output read up to that sentinel;
   output past ``max`` bytes is read and discarded here, so it never crosses the socket.
+* Shells nest as in a terminal: a command that starts another interactive shell (``su -
+  jack``, ``bash``, ``sh``) hands it the terminal; the next commands go to that shell until
+  it exits (:class:`Shell`). ``interactive_shell`` and the notes are shared with the local
+  sandbox, which imports them.
 
 Standard library only (the image has python3); no third-party imports.
 """
@@ -242,15 +246,26 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
     return len(killed)
 
 
-class Capture:
-    """Keeps the first ``limit`` bytes of a stream, counts the rest, and finds a sentinel."""
+SENTINEL_HEAD = b"\x1eAU"
+SENTINEL_MAX = 48
+"""Longest sentinel (``<RS>AU<nonce>:<status><RS>``): a tail that may begin one is held back."""
 
-    def __init__(self, limit: int, sentinel: bytes | None = None) -> None:
-        self.limit, self.sentinel = limit, sentinel
+
+class Capture:
+    """Keeps the first ``limit`` bytes of a stream, counts the rest, and finds a sentinel.
+
+    ``accept`` holds the nonces whose sentinel ends the read: the command's own, and those
+    of the lines still running in the shells below a nested one (their sentinel means the
+    nested shells have exited). Anything else that looks like a sentinel is output.
+    """
+
+    def __init__(self, limit: int, accept: set[str] | None = None) -> None:
+        self.limit, self.accept = limit, accept
         self.kept = bytearray()
         self.total = 0
-        self.pending = b""  # bytes held back because they may be the start of the sentinel
-        self.found: int | None = None  # exit code once the sentinel was seen
+        self.pending = b""  # bytes held back because they may be the start of a sentinel
+        self.found: int | None = None  # exit code once a sentinel was seen
+        self.found_nonce: str | None = None
 
     def _take(self, data: bytes) -> None:
         self.total += len(data)
@@ -259,37 +274,51 @@ class Capture:
             self.kept += data[:room]
 
     def feed(self, data: bytes) -> None:
-        if self.sentinel is None:
+        if self.accept is None:
             self._take(data)
             return
         data = self.pending + data
         self.pending = b""
-        at = data.find(self.sentinel)
-        if at >= 0:
-            end = data.find(b"\x1e", at + len(self.sentinel))
-            if end >= 0:
+        start = 0
+        while True:
+            at = data.find(SENTINEL_HEAD, start)
+            if at < 0:
+                break
+            end = data.find(b"\x1e", at + len(SENTINEL_HEAD))
+            if end < 0:
+                if len(data) - at <= SENTINEL_MAX:  # may be a sentinel still arriving
+                    self._take(data[:at])
+                    self.pending = data[at:]
+                    return
+                start = at + 1
+                continue
+            nonce, _, digits = data[at + len(SENTINEL_HEAD):end].partition(b":")
+            name = nonce.decode("ascii", "replace")
+            if name in self.accept:
                 self._take(data[:at])
-                digits = data[at + len(self.sentinel):end]
                 self.found = int(digits) if digits.isdigit() else -1
+                self.found_nonce = name
                 return
-            self.pending = data[at:]
-            self._take(data[:at])
-            return
-        keep = len(self.sentinel) + 8
-        cut = max(0, len(data) - keep)
-        # Hold back a tail only if it could begin the sentinel.
-        tail = data[cut:]
-        start = tail.find(b"\x1e")
-        if start >= 0:
-            cut += start
-        else:
-            cut = len(data)
+            start = at + 1
+        # Hold back a tail only if it could begin a sentinel.
+        cut = len(data)
+        tail = data.rfind(b"\x1e", max(0, len(data) - len(SENTINEL_HEAD) + 1))
+        if tail >= 0 and SENTINEL_HEAD.startswith(data[tail:]):
+            cut = tail
         self._take(data[:cut])
         self.pending = data[cut:]
 
     def note(self, text: str) -> None:
         """Append a line of ours to what the agent reads (counted like output)."""
         self._take(text.encode())
+
+    def drop_partial_line(self) -> None:
+        """Drop what follows the last newline: a new shell's first prompt."""
+        self.pending = b""
+        cut = self.kept.rfind(b"\n") + 1
+        if cut < len(self.kept) and self.total == len(self.kept):
+            self.total -= len(self.kept) - cut
+            del self.kept[cut:]
 
     def finish(self) -> None:
         if self.pending:
@@ -303,6 +332,98 @@ class Capture:
         return out
 
 
+SHELL_NAMES = frozenset({"bash", "rbash", "sh", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "yash", "posh",
+                         "busybox"})
+"""POSIX-style shells: started without a command or script, they read commands from the
+terminal, and understand our lines (``eval '...'``, ``$?``). fish and csh do not: they run
+until the timeout, like any program waiting for input."""
+_OPTIONS_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+SHELL_SETUP = ("PS1= PS2= PS4='+ '; unset PROMPT_COMMAND PS0 HISTFILE 2>/dev/null; "
+               '[ -z "$BASH_VERSION" ] || set +H +o history')
+"""What a nested shell is told first: no prompts (they would open every output), and for bash
+no history expansion (``!``) or history. Its line editing stays on: readline echoes nothing on
+our terminal (echo is off), and our lines for bash are printable ASCII only. (Turning editing
+off in the middle of a line loses the rest of that line.)"""
+EXITED_NOTE = "\n[the shell exited; a new shell was started: cwd, variables and jobs were reset]\n"
+"""Shown when the agent ends its outermost shell (``exit``): it gets a fresh one."""
+NESTED_KILLED_NOTE = "\n[the command did not stop; the shell it ran in was ended: back in the shell that started it]\n"
+RESTARTED_NOTE = "\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]\n"
+
+
+def _proc_text(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _stat(pid: int) -> list[bytes]:
+    """The fields of /proc/<pid>/stat after the command name (state first); empty if gone."""
+    data = _proc_text(pid, "stat")
+    return data[data.rfind(b")") + 2:].split() if data else []
+
+
+def interactive_shell(pid: int) -> str | None:
+    """The name of the shell ``pid`` runs if it is an interactive one idle at the terminal.
+
+    Interactive: a known shell program without ``-c`` and without a script operand.
+    Idle: asleep, with no child in its own process group (a command substitution of its
+    start-up files would be one). Returns None otherwise.
+    """
+    argv = [arg.decode("utf-8", "replace") for arg in _proc_text(pid, "cmdline").split(b"\0")[:-1]]
+    if not argv:
+        return None
+    name = argv[0].rsplit("/", 1)[-1].lstrip("-")
+    if name not in SHELL_NAMES:
+        return None
+    skip = False
+    for arg in argv[1:]:
+        if skip:
+            skip = False
+        elif arg in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif arg.startswith("--"):
+            if arg == "--":
+                return None if arg != argv[-1] else name
+        elif arg[:1] in ("-", "+") and len(arg) > 1:
+            if "c" in arg[1:] and arg[0] == "-":
+                return None
+        else:
+            return None  # a script operand
+    fields = _stat(pid)
+    if not fields or fields[0] != b"S":
+        return None
+    group = fields[2]
+    for task in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
+        for child in _proc_text(pid, f"task/{task}/children").split():
+            kid = _stat(int(child))
+            if kid and kid[2] == group:
+                return None
+    return name
+
+
+class Level:
+    """One shell reading the agent's terminal: the outer bash, or one the agent started in it."""
+
+    def __init__(self, pid: int, name: str) -> None:
+        self.pid, self.name = pid, name
+        self.waiting: str | None = None
+        """The nonce of this shell's line that started the shell above it (still running)."""
+        self.status = 0
+        """The exit status of its last command: the sentinel's printf resets ``$?``, so the next
+        line sets it back first (``false`` then ``echo $?`` prints 1, ``exit`` returns it)."""
+
+    def line(self, command: str, nonce: str) -> str:
+        """``command`` as one input line that runs it in this shell and then prints the sentinel."""
+        restore = f"(exit {self.status}); " if self.status else ""  # a subshell only after a failure
+        if self.name in ("bash", "rbash"):
+            return f"{restore}eval {quote(command)}; builtin printf '\\036AU{nonce}:%d\\036' $?\n"
+        # Not bash: no $'...' quoting (dash lacks it). A quoted newline keeps the line going.
+        posix = "'" + command.replace("'", "'\\''") + "'"
+        return f"{restore}eval {posix}; command printf '\\036AU{nonce}:%d\\036' \"$?\"\n"
+
+
 class Shell:
     """The agent's interactive bash on a pty (its controlling terminal, stdin and output).
 
@@ -310,6 +431,11 @@ class Shell:
     ``tcgetpgrp`` and kills; a command reading stdin (``cat``) waits as in a terminal. As in
     AgentBench's shell, commands see a terminal on stdout (``ls`` quotes names with spaces);
     the pty is raw, so newlines arrive unchanged and nothing is echoed.
+
+    Shells nest as in a terminal: when a command starts another interactive shell (``su -
+    jack``, ``bash``, ``sh``) that then waits at the terminal, it becomes the top of
+    ``levels`` and the next commands are sent to it; when it exits, the line of the shell
+    below that started it prints its sentinel, and that shell is the top again.
     """
 
     def __init__(self) -> None:
@@ -319,6 +445,7 @@ class Shell:
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: bytes pass through unchanged
         self.master = master
+        self.slave_name = os.ttyname(slave)
         try:
             self.proc = subprocess.Popen(
                 ["/bin/bash", "--noprofile", "--norc", "--noediting", "-i"],
@@ -328,6 +455,11 @@ class Shell:
         finally:
             os.close(slave)
         fcntl.fcntl(master, fcntl.F_SETFL, os.O_NONBLOCK)
+        self.levels = [Level(self.proc.pid, "bash")]
+        self.pending_level: tuple[int, str] = (0, "")
+        self.rejected: set[int] = set()
+        """Processes of this command that looked like a shell waiting but took no commands."""
+        """The new shell ``_read_until`` found waiting at the terminal."""
         code, _, _ = self._roundtrip("set +H +o history; unset HISTFILE MAILCHECK PROMPT_COMMAND", 5.0, 4096)
         if code is None:
             raise RuntimeError("the agent shell did not start")
@@ -346,17 +478,38 @@ class Shell:
         except OSError:
             pass
 
-    def _read_until(self, cap: Capture, deadline: float) -> str:
-        """Read into ``cap`` until its sentinel shows, the deadline passes, or the shell dies."""
+    def _new_shell(self) -> tuple[int, str] | None:
+        """A shell in the terminal's foreground that is not one of ours yet, idle at the terminal."""
+        try:
+            group = os.tcgetpgrp(self.master)
+        except OSError:
+            return None
+        if group in self.rejected or any(level.pid == group for level in self.levels):
+            return None
+        name = interactive_shell(group)  # job control: a shell leads its own process group
+        return (group, name) if name is not None else None
+
+    def _read_until(self, cap: Capture, deadline: float, watch: bool = False) -> str:
+        """Read into ``cap`` until a sentinel shows ("done"), the deadline passes ("timeout"), the
+        shell dies ("dead"), or, with ``watch``, a new shell waits at the terminal ("nested")."""
+        seen: int | None = None
         while cap.found is None:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            ready, _, _ = select.select([self.master], [], [], min(left, 0.05))
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.02 if watch else 0.05))
             if not ready:
                 if self.proc.poll() is not None:
                     return "dead"
+                if watch:
+                    # Seen idle twice in a row (20 ms apart) with nothing printed between.
+                    found = self._new_shell()
+                    if found is not None and found[0] == seen:
+                        self.pending_level = found
+                        return "nested"
+                    seen = found[0] if found is not None else None
                 continue
+            seen = None
             try:
                 data = os.read(self.master, 1 << 16)
             except BlockingIOError:
@@ -368,16 +521,33 @@ class Shell:
             cap.feed(data)
         return "done"
 
-    def _roundtrip(self, command: str, timeout: float, limit: int) -> tuple[int | None, Capture, str]:
+    def _send(self, command: str, limit: int) -> tuple[str, Capture]:
+        """Send ``command`` to the top shell; the capture also accepts the lower shells' sentinels."""
         nonce = secrets.token_hex(8)
-        sentinel = f"\x1eAU{nonce}:".encode()
-        # One line, so bash has all of it before the command runs: a command reading stdin
-        # cannot swallow the sentinel's printf. (Not a ``{ ...; }`` group: after a syntax
-        # error inside eval, bash 5.2 then misparses the next line.)
-        line = f"eval {quote(command)}; builtin printf '\\036AU{nonce}:%d\\036' $?\n"
-        cap = Capture(limit, sentinel)
+        # One line for bash, so it has all of it before the command runs: a command reading stdin
+        # cannot swallow the sentinel's printf. (Not a ``{ ...; }`` group: after a syntax error
+        # inside eval, bash 5.2 then misparses the next line.)
+        line = self.levels[-1].line(command, nonce)
+        accept = {nonce, *(level.waiting for level in self.levels[:-1] if level.waiting is not None)}
+        cap = Capture(limit, accept)
         os.write(self.master, line.encode("utf-8", "surrogateescape"))
+        return nonce, cap
+
+    def _settle(self, cap: Capture, nonce: str) -> None:
+        """After a sentinel: if it was a lower shell's, the shells above it have exited."""
+        if cap.found_nonce != nonce:
+            for index, level in enumerate(self.levels):
+                if level.waiting == cap.found_nonce:
+                    del self.levels[index + 1:]
+                    level.waiting = None
+                    break
+        self.levels[-1].status = cap.found if cap.found is not None and 0 <= cap.found < 256 else 0
+
+    def _roundtrip(self, command: str, timeout: float, limit: int) -> tuple[int | None, Capture, str]:
+        nonce, cap = self._send(command, limit)
         state = self._read_until(cap, time.monotonic() + timeout)
+        if state == "done":
+            self._settle(cap, nonce)
         return cap.found, cap, state
 
     def _discard_pending(self) -> None:
@@ -394,45 +564,93 @@ class Shell:
                 return
 
     def _kill_foreground(self, sig: int) -> bool:
-        """Signal the terminal's foreground process group unless it is the shell's own."""
+        """Signal the terminal's foreground process group unless it is one of our shells'."""
         try:
             group = os.tcgetpgrp(self.master)
-            if group != self.proc.pid:
+            if all(level.pid != group for level in self.levels):
                 os.killpg(group, sig)
                 return True
         except OSError:
             pass
         return False
 
+    def _enter_nested(self, nonce: str, cap: Capture, deadline: float) -> str:
+        """A new shell waits at the terminal: make it the top level and set it up.
+
+        Returns "nested" when it answered, "done" when the command's own line reported
+        meanwhile (the shell exited at once), "again" when it was no shell taking commands
+        (the command is then waited for as before)."""
+        pid, name = self.pending_level
+        cap.drop_partial_line()  # its first prompt
+        self.levels[-1].waiting = nonce
+        self.levels.append(Level(pid, name))
+        setup, cap_setup = self._send(SHELL_SETUP, 0)
+        state = self._read_until(cap_setup, max(time.monotonic() + 1.0, min(time.monotonic() + 5.0, deadline)))
+        if state == "done" and cap_setup.found_nonce == setup:
+            return "nested"
+        while self.levels[-1].pid != self.levels[0].pid and self.levels[-1].waiting != nonce:
+            self.levels.pop()
+        self.levels[-1].waiting = None
+        if state == "done" and cap_setup.found_nonce == nonce:
+            cap.found, cap.found_nonce = cap_setup.found, nonce
+            return "done"
+        self.rejected.add(pid)
+        self._flush_input()  # our setup line must not reach whatever reads the terminal next
+        return "dead" if state == "dead" else "again"
+
+    def _flush_input(self) -> None:
+        """Drop what we wrote to the terminal that no process has read (lines for a killed shell)."""
+        try:
+            fd = os.open(self.slave_name, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            termios.tcflush(fd, termios.TCIFLUSH)
+        except termios.error:
+            pass
+        finally:
+            os.close(fd)
+
+    def _spared(self) -> set[int]:
+        """Our shells, the processes between them (``su``), and our own group: never runaways."""
+        if len(self.levels) == 1:  # the common case, without reading /proc
+            return {self.proc.pid, os.getpgid(0)}
+        spared = {os.getpgid(0)}
+        for level in self.levels:
+            pid = level.pid
+            while pid > 1 and pid not in spared:
+                spared.add(pid)
+                fields = _stat(pid)
+                pid = int(fields[1]) if fields else 0
+        return spared
+
     def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
         started = time.monotonic()
+        deadline = started + timeout
         # What was there when the last command was settled: processes forked since by its
         # background jobs count as new too, so a bomb that started slowly is caught later.
         before = self.settled if self.settled is not None else set(other_pids())
-        code, cap, state = self._roundtrip(command, timeout, limit)
+        nonce, cap = self._send(command, limit)
+        self.rejected.clear()
+        code: int | None = None
+        while True:
+            state = self._read_until(cap, deadline, watch=True)
+            if state == "nested":
+                state = self._enter_nested(nonce, cap, deadline)
+            if state == "nested":
+                code = 0  # the new shell took over; the command is still running below it
+                break
+            if state != "again":
+                break
+        if state == "done":
+            self._settle(cap, nonce)
+            code = cap.found
         timed_out = state == "timeout"
         restarted = False
         if timed_out:
-            # 1: kill the foreground process group; the line's printf then reports.
-            if self._kill_foreground(signal.SIGKILL):
-                state = self._read_until(cap, time.monotonic() + 0.5)
+            state = self._stop_command(cap, nonce)
             if state != "done":
-                # 2: the shell itself is busy (a loop: builtins, or commands it keeps starting).
-                # Ctrl-C: SIGINT to the foreground group and the shell, which abandons the line;
-                # then resync with an empty command (a few tries, in case the signal lands late).
-                cap.finish()
-                for _ in range(3):
-                    self._kill_foreground(signal.SIGINT)
-                    try:
-                        os.kill(self.proc.pid, signal.SIGINT)
-                    except OSError:
-                        break
-                    time.sleep(0.05)
-                    _, _, state = self._roundtrip(":", 1.0, 0)
-                    if state == "done":
-                        break
-            if state != "done":
-                restarted = True  # 3: the shell is unusable (or was replaced by the agent)
+                restarted = True  # the outer shell is unusable (or was replaced by the agent)
         if state == "dead":
             restarted = True
             try:
@@ -442,8 +660,10 @@ class Shell:
             if code is not None and code < 0:
                 code = 128 - code  # killed by a signal: report it the way bash would
         cap.finish()
+        if restarted:
+            cap.note(RESTARTED_NOTE if timed_out else EXITED_NOTE)
         if not restarted:
-            killed = contain_runaways(before, {self.proc.pid, os.getpgid(0)})
+            killed = contain_runaways(before, self._spared())
             self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
@@ -451,6 +671,53 @@ class Shell:
                          f"{RUNAWAY_BUDGET} were still forking]\n")
         return cap.reply(exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
                          duration=time.monotonic() - started)
+
+    def _stop_command(self, cap: Capture, nonce: str) -> str:
+        """After a timeout: stop what hangs and get a shell that answers; "done" when one does.
+
+        1. Kill the terminal's foreground process group; the line's printf then reports.
+        2. The top shell itself is busy (a loop of builtins, ``read``): Ctrl-C, i.e. SIGINT to
+           the foreground group and the shell, which abandons the line; then resynchronise with
+           an empty command (a few tries, in case the signal lands late).
+        3. A nested shell that still does not answer is killed: the shell below it (whose line
+           started it) reports, and is the agent's shell again.
+        """
+        state = "timeout"
+        if self._kill_foreground(signal.SIGKILL):
+            state = self._read_until(cap, time.monotonic() + 0.5)
+            if state == "done":
+                self._settle(cap, nonce)
+                return state
+        cap.finish()
+        while True:
+            top = self.levels[-1]
+            for _ in range(3):
+                self._kill_foreground(signal.SIGINT)
+                try:
+                    os.kill(top.pid, signal.SIGINT)
+                except OSError:
+                    break
+                time.sleep(0.05)
+                _, _, state = self._roundtrip(":", 1.0, 0)
+                if state != "timeout":
+                    break
+            if state != "timeout" or len(self.levels) == 1 or self.levels[-1] is not top:
+                return state
+            # 3: end the nested shell; the line below it that started it then reports.
+            cap.note(NESTED_KILLED_NOTE)
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(top.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.levels.pop()
+            self._flush_input()  # the resync lines it never read
+            below = self.levels[-1]
+            waiting, below.waiting = below.waiting, None
+            if waiting is not None:
+                state = self._read_until(Capture(0, {waiting}), time.monotonic() + 1.0)
+                if state != "timeout":
+                    return state
 
 
 def quote(text: str) -> str:

@@ -1,0 +1,75 @@
+"""Start scripts that end in another shell (AgentBench has one ending with ``su - jack``): the
+episode starts, and the agent's commands run in that shell, on every real sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentunit_gym.domains.os.env import OSEnv
+from agentunit_gym.domains.os.task import OSTask
+
+BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+
+
+def _bash(command: str) -> str:
+    return f"Think: look.\nAct: bash\n```bash\n{command}\n```"
+
+
+SU_JACK = OSTask.model_validate({
+    "id": "start-su-jack", "instruction": "Who are you?",
+    "start": "useradd -m -s /bin/bash jack\necho ready > /tmp/ready\nsu - jack",
+    "evaluation": {"match": "jack"},
+})
+NESTED_BASH = OSTask.model_validate({
+    "id": "start-bash", "instruction": "Where are you?",
+    "start": "mkdir -p /tmp/work && cd /tmp/work && export FROM_START=1\nbash",
+    "evaluation": {"match": "/tmp/work"},
+})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_start_script_ending_in_su_hands_the_shell_to_jack(backend: str) -> None:
+    with OSEnv(backend=backend, tasks=[SU_JACK]) as env:
+        env.reset(options={"task_id": "start-su-jack"})
+        obs, *_ = env.step(_bash("whoami; pwd; cat /tmp/ready"))
+        if backend == "local":
+            # One uid is mapped there: su failed at the start (with a note), root goes on.
+            assert obs == "The output of the OS:\n\nroot\n/root\nready\n"
+            return
+        assert obs == "The output of the OS:\n\njack\n/home/jack\nready\n"
+        obs, *_ = env.step(_bash("touch /root/x"))
+        assert "Permission denied" in obs and "[exit code 1]" in obs
+        obs, *_ = env.step(_bash("exit"))
+        obs, *_ = env.step(_bash("whoami"))
+        assert obs == "The output of the OS:\n\nroot\n"
+        _, reward, terminated, _, _ = env.step("Act: answer(jack)")
+        assert terminated and reward == 1.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_start_script_ending_in_bash_runs_the_agent_there(backend: str) -> None:
+    with OSEnv(backend=backend, tasks=[NESTED_BASH]) as env:
+        env.reset(options={"task_id": "start-bash"})
+        obs, *_ = env.step(_bash('pwd; echo "$FROM_START $SHLVL"'))
+        assert obs == "The output of the OS:\n\n/tmp/work\n1 2\n"
+        obs, *_ = env.step(_bash("exit 3"))
+        assert "[exit code 3]" in obs
+        obs, *_ = env.step(_bash('echo "$SHLVL"'))
+        assert obs == "The output of the OS:\n\n1\n"
+
+
+INIT_SU = OSTask.model_validate({
+    "id": "init-su-jack", "instruction": "Who are you?",
+    "init": ["useradd -m -s /bin/bash jack\nsu - jack"],
+    "evaluation": {"match": "root"},
+})
+
+
+@pytest.mark.docker
+def test_init_script_ending_in_su_does_not_carry_over() -> None:
+    # Init scripts run outside the agent's shell with no terminal (AgentBench: `exec_run`):
+    # su's shell reads end-of-file and exits 0, and the agent's shell is root's.
+    with OSEnv(backend="docker", tasks=[INIT_SU]) as env:
+        env.reset(options={"task_id": "init-su-jack"})
+        obs, *_ = env.step(_bash("whoami; id -un jack"))
+        assert obs == "The output of the OS:\n\nroot\njack\n"
