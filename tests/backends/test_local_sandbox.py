@@ -536,8 +536,21 @@ def test_rlimit_fallback_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> No
     from agentunit_gym.backends.sandbox import local
 
     monkeypatch.setattr(local._PidsCgroup, "create", classmethod(lambda cls, limit: None))
-    with LocalSandbox(pids_limit=77) as sb:
+    # RLIMIT_NPROC counts every process of the host uid, and every root caller's sandboxes run
+    # as the same one: leave room for those already running (other sandboxes on this machine).
+    limit = 77 + _processes_of(ROOT_CALLER_UID) if os.geteuid() == 0 else 77 + _processes_of(os.geteuid())
+    with LocalSandbox(pids_limit=limit) as sb:
         assert sb._cgroup is None
         for limits in (sb.shell("cat /proc/self/limits").output, sb.run("cat /proc/self/limits").output):
             line = next(x for x in limits.splitlines() if x.startswith("Max processes"))
-            assert line.split()[2:4] == ["77", "77"]
+            assert line.split()[2:4] == [str(limit), str(limit)]
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            count += os.stat(f"/proc/{pid}").st_uid == uid
+        except OSError:
+            continue
+    return count
