@@ -72,3 +72,27 @@ def test_the_template_goes_when_the_process_exits(tmp_path: object) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     holder = out.stdout.strip().splitlines()[-1]
     assert "agentunit-gym-etc-" in holder and not os.path.exists(holder)
+
+
+def test_sandboxes_starting_side_by_side_walk_the_system_dirs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentunit_gym.backends.sandbox import local
+
+    walks: list[str] = []
+    real_walk = os.walk
+
+    def counting_walk(top: str, *args: object, **kwargs: object) -> object:
+        walks.append(top)
+        return real_walk(top, *args, **kwargs)  # type: ignore[arg-type]
+
+    local._find_masked_system_dirs.cache_clear()
+    monkeypatch.setattr(local.os, "walk", counting_walk)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            found = set(pool.map(lambda _: local.masked_system_dirs(), range(8)))
+    finally:
+        local._find_masked_system_dirs.cache_clear()
+    assert len(found) == 1  # every caller got the one result
+    tops = [top for top, link in local.system_layout() if link is None]
+    assert sorted(walks) == sorted(tops)  # each system dir walked once, not once per caller

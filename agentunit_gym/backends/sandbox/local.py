@@ -603,15 +603,24 @@ def _bwrap_system_args() -> list[str]:
     return args
 
 
-@functools.lru_cache(maxsize=1)
+_MASK_LOCK = threading.Lock()
+
+
 def masked_system_dirs() -> tuple[str, ...]:
     """Dirs under the host's :data:`SYSTEM_DIRS` that the sandbox's root could not read.
 
     They are root-only on the host (``/usr/share/polkit-1/rules.d``), so inside, where their
     owner is unmapped, they are anyone's "other" and unreadable: ``find /`` would exit 1 with
     "Permission denied". Each box hides them under an empty read-only tmpfs (their content
-    stays out of reach, as it was). Found once per process by walking the dirs (~0.2-1 s).
+    stays out of reach, as it was). Found once per process by walking the dirs (~0.2-1 s),
+    under a lock: 16 sandboxes starting side by side each walked ``/usr`` at once, in 12 s.
     """
+    with _MASK_LOCK:
+        return _find_masked_system_dirs()
+
+
+@functools.lru_cache(maxsize=1)
+def _find_masked_system_dirs() -> tuple[str, ...]:
     found: list[str] = []
     for top, link in system_layout():
         if link is not None:
