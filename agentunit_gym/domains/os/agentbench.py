@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from agentunit_gym.domains.os.network import network_commands
 from agentunit_gym.domains.os.task import OSTask, Script
+from agentunit_gym.domains.os.users import user_commands
 from agentunit_gym.errors import ConfigError, TaskFileError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, parse_tasks, read_task_text
 
@@ -200,6 +201,10 @@ def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, 
     if needs:
         task["needs_network"] = True
         task["network_note"] = needs
+    switches = _user_switches(task, item, script_dir)
+    if switches:
+        task["backends"] = ["docker"]
+        task["backend_note"] = f"acts as another user ({switches}); the local sandbox maps one uid"
     if isinstance(evaluation, dict):
         match = task["evaluation"].get("match")
         answer = match.get("answer") if isinstance(match, dict) else match
@@ -229,6 +234,30 @@ def _network_needs(task: dict[str, Any], item: dict[str, Any], script_dir: Path 
             except (ValidationError, TaskFileError):
                 continue
             found += [c for c in network_commands(code, script.language) if c not in found]
+        if found:
+            parts.append(f"{where}: {', '.join(found)}")
+    return "; ".join(parts) or None
+
+
+def _user_switches(task: dict[str, Any], item: dict[str, Any], script_dir: Path | str) -> str | None:
+    """What of the item's init, start, example and check scripts acts as another user (see
+    :mod:`agentunit_gym.domains.os.users`), e.g. ``"start: su"``; None when nothing does."""
+    evaluation = item.get("evaluation")
+    example = evaluation.get("example") if isinstance(evaluation, dict) else None
+    checks = task["evaluation"].get("check") if isinstance(task.get("evaluation"), dict) else None
+    groups = (("init", task["init"]), ("start", [task["start"]] if "start" in task else []),
+              ("example", [_script(example)] if example is not None else []),
+              ("check", [c for c in checks or [] if c is not None]))
+    parts = []
+    for where, scripts in groups:
+        found: list[str] = []
+        for raw in scripts:
+            try:
+                script = Script.model_validate(raw)
+                code = script.source(str(script_dir))
+            except (ValidationError, TaskFileError):
+                continue  # a builtin check, or a script validation reports
+            found += [c for c in user_commands(code, script.language) if c not in found]
         if found:
             parts.append(f"{where}: {', '.join(found)}")
     return "; ".join(parts) or None

@@ -1,0 +1,91 @@
+"""Which OS task scripts act as another user: the local sandbox cannot run them.
+
+The local sandbox maps one uid (root inside): ``useradd`` works, but no process can become
+another user and no file can be given to one (docs/sandbox-local.md). The AgentBench loader
+limits an item to the docker backend when one of its scripts (init, start, the example,
+which is the item's gold solution, or a check) runs a command below, so a run on the local
+sandbox lists it as left out (with the reason) instead of failing it.
+
+Detected (``#`` comments ignored; each piece between ``&&``, ``||``, ``;``, ``|``, ``&`` and
+subshell brackets read as one command, and the quoted argument of ``-c``):
+
+- ``su``, ``runuser``, ``login``, ``newgrp``, ``sg``;
+- ``sudo -u USER`` / ``--user=USER`` for a user other than root, ``sudo -i`` / ``-s`` / ``su``;
+- ``chown`` / ``chgrp`` to an owner or group other than root (``chown root:root f`` runs).
+
+Example::
+
+    >>> user_commands("useradd -m jack && chown jack:jack /home/jack")
+    ['chown jack:jack']
+    >>> user_commands("chown -R root:root /srv")
+    []
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentunit_gym.domains.os.network import _SEPARATORS, _strip_comments, _words  # one shell splitter
+
+_SWITCH = frozenset({"su", "runuser", "login", "newgrp", "sg"})
+_ROOT = frozenset({"", "root", "0"})
+_LEADING = frozenset({"nohup", "time", "exec", "command", "builtin", "then", "do", "else", "!", "{", "(", "env",
+                      "xargs"})
+
+
+def _owner_is_root(spec: str, *, group_only: bool) -> bool:
+    """``chown`` ``OWNER[:GROUP]`` (or ``chgrp`` ``GROUP``) names only root, or ids 0."""
+    if group_only:
+        return spec in _ROOT
+    owner, _, group = spec.replace(".", ":", 1).partition(":")
+    return owner in _ROOT and group in _ROOT
+
+
+def _segment(segment: str) -> str | None:
+    words = _words(segment)
+    i = 0
+    while i < len(words) and (words[i] in _LEADING or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])):
+        i += 1
+    words = words[i:]
+    if not words:
+        return None
+    name, args = words[0].rsplit("/", 1)[-1], words[1:]
+    if name in _SWITCH:
+        return name
+    if name == "sudo":
+        for j, arg in enumerate(args):
+            if arg in ("-i", "-s", "--login", "--shell"):
+                return f"sudo {arg}"
+            user = args[j + 1] if arg in ("-u", "--user") and j + 1 < len(args) else (
+                arg.split("=", 1)[1] if arg.startswith("--user=") else None)
+            if user is not None:
+                return None if user in _ROOT else f"sudo -u {user}"
+            if not arg.startswith("-"):
+                return _segment(" ".join(args[j:]))  # what sudo runs (as root)
+        return None
+    if name in ("chown", "chgrp"):
+        operands = [a for a in args if not a.startswith("-")]
+        if operands and not _owner_is_root(operands[0], group_only=name == "chgrp"):
+            return f"{name} {operands[0]}"
+    return None
+
+
+def user_commands(code: str, language: str = "bash") -> list[str]:
+    """The commands of a script that act as, or give files to, another user, in order, as
+    short labels (``"su"``, ``"chown jack:jack"``); empty when none is detected. Python
+    code is read as the network detection reads it: each string literal on a line."""
+    text = _strip_comments(code)
+    if language == "python":
+        pieces = re.findall(r"'([^'\n]*)'", text) + re.findall(r'"([^"\n]*)"', text)
+    else:
+        pieces = [text, *re.findall(r"-c\s+'([^']*)'", text), *re.findall(r'-c\s+"([^"]*)"', text)]
+    found: list[str] = []
+    for piece in pieces:
+        for segment in _SEPARATORS.split(piece):
+            label = _segment(segment) if segment.strip() else None
+            if label is not None and label not in found:
+                found.append(label)
+    return found
+
+
+__all__ = ["user_commands"]

@@ -1,0 +1,73 @@
+"""AgentBench items that act as another user run on docker only: the local sandbox maps one
+uid, so a run there lists them as left out with the reason instead of failing them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentunit_gym.domains.os.agentbench import load_agentbench_os
+from agentunit_gym.domains.os.users import user_commands
+
+CASES = [
+    ("su - jack", ["su"]),
+    ("echo hi | su jack -c whoami", ["su"]),
+    ("runuser -u jack -- id", ["runuser"]),
+    ("useradd -m jack && chown jack:jack /home/jack", ["chown jack:jack"]),
+    ("chown -R 1000 /srv/data", ["chown 1000"]),
+    ("chown -R root:root /srv; chown 0:0 f; chown root f", []),
+    ("chgrp staff report.txt", ["chgrp staff"]),
+    ("chgrp root report.txt", []),
+    ("sudo -u jack touch /tmp/x", ["sudo -u jack"]),
+    ("sudo --user=jack id", ["sudo -u jack"]),
+    ("sudo -u root id; sudo ls /root", []),
+    ("sudo su - jack", ["su"]),
+    ("sudo -i", ["sudo -i"]),
+    ("bash -c 'su jack'", ["su"]),
+    ("useradd -m jack; passwd -d jack; id jack", []),
+    ("# su - jack\necho su; grep su /etc/shells", []),
+]
+
+
+@pytest.mark.parametrize(("code", "found"), CASES, ids=[c for c, _ in CASES])
+def test_user_commands(code: str, found: list[str]) -> None:
+    assert user_commands(code) == found
+
+
+def test_python_scripts_are_read_as_string_literals() -> None:
+    assert user_commands('import subprocess\nsubprocess.run("su - jack -c id", shell=True)', "python") == ["su"]
+    assert user_commands("print('hello')", "python") == []
+
+
+def _item(description: str, **fields: object) -> dict[str, object]:
+    item: dict[str, object] = {"description": description, "evaluation": {"match": "ok"}, "labels": ["users"]}
+    item.update(fields)
+    return item
+
+
+def test_the_agentbench_loader_limits_such_items_to_docker(tmp_path: Path) -> None:
+    base = tmp_path / "data" / "os_interaction"
+    (base / "data" / "7").mkdir(parents=True)
+    items = [
+        _item("Who am I?", create={"local": "default", "init": {"code": "useradd -m jack"}}, start="su - jack"),
+        _item("Give it to jack.", create={"local": "default", "init": {"code": "useradd -m jack; touch /srv/f"}},
+              evaluation={"check": [{"code": "test \"$(stat -c %U /srv/f)\" = jack"}],
+                          "example": {"code": "chown jack /srv/f"}}),
+        _item("Checked as jack.", evaluation={"check": [None, {"code": "su - jack -c 'cat ~/note'"}],
+                                              "example": {"code": "echo hi"}}),
+        _item("Root only.", create={"local": "default", "init": {"code": "useradd -m jack; chown root:root /srv"}}),
+    ]
+    (base / "data" / "7" / "users.json").write_text(json.dumps(items))
+    tasks = {t.id: t for t in load_agentbench_os(tmp_path / "data")}
+    assert {i: t.backends for i, t in tasks.items()} == {
+        "std-007-users-00000": ("docker",), "std-007-users-00001": ("docker",),
+        "std-007-users-00002": ("docker",), "std-007-users-00003": None}
+    assert tasks["std-007-users-00000"].not_runnable("local", network=False) == (
+        "not run on local: acts as another user (start: su); the local sandbox maps one uid")
+    assert tasks["std-007-users-00001"].backend_note == (
+        "acts as another user (example: chown jack); the local sandbox maps one uid")
+    assert "check: su" in (tasks["std-007-users-00002"].backend_note or "")
+    assert tasks["std-007-users-00000"].not_runnable("docker", network=False) is None
+    assert tasks["std-007-users-00003"].not_runnable("local", network=False) is None
