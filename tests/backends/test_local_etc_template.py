@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -87,7 +88,7 @@ def test_sandboxes_starting_side_by_side_walk_the_system_dirs_once(monkeypatch: 
         return real_walk(top, *args, **kwargs)  # type: ignore[arg-type]
 
     local._find_masked_system_dirs.cache_clear()
-    monkeypatch.setattr(local.os, "walk", counting_walk)
+    monkeypatch.setattr(os, "walk", counting_walk)
     try:
         with ThreadPoolExecutor(8) as pool:
             found = set(pool.map(lambda _: local.masked_system_dirs(), range(8)))
@@ -96,3 +97,31 @@ def test_sandboxes_starting_side_by_side_walk_the_system_dirs_once(monkeypatch: 
     assert len(found) == 1  # every caller got the one result
     tops = [top for top, link in local.system_layout() if link is None]
     assert sorted(walks) == sorted(tops)  # each system dir walked once, not once per caller
+
+
+def test_a_small_dev_shm_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Docker container's /dev/shm is 64 MiB by default: a few sandboxes would fill it.
+    import tempfile
+
+    from agentunit_gym.backends.sandbox import local
+
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setattr(local, "_is_tmpfs", lambda path: True)
+    real = os.statvfs
+
+    def sized(free_bytes: int) -> object:
+        def statvfs(path: object) -> object:
+            st = real(path)  # type: ignore[arg-type]
+            if str(path) != "/dev/shm":
+                return st
+            return os.statvfs_result((st.f_bsize, 4096, st.f_blocks, free_bytes // 4096, free_bytes // 4096,
+                                      st.f_files, st.f_ffree, st.f_favail, st.f_flag, st.f_namemax))
+        return statvfs
+
+    monkeypatch.setattr(os, "statvfs", sized(64 << 20))
+    assert local.default_temp_parent() == Path(tempfile.gettempdir())
+    if os.path.isdir("/dev/shm") and os.stat("/dev/shm").st_mode & 0o1777 == 0o1777:
+        monkeypatch.setattr(os, "statvfs", sized(8 << 30))
+        assert local.default_temp_parent() == Path("/dev/shm")
+    monkeypatch.setenv("TMPDIR", tempfile.gettempdir())
+    assert local.default_temp_parent() == Path(tempfile.gettempdir())

@@ -416,19 +416,27 @@ def build_etc(dest: Path) -> None:
     os.symlink("../proc/self/mounts", dest / "mtab")
 
 
+SHM_MIN_FREE = 1 << 30
+"""``/dev/shm`` is used only with at least this much free: inside a Docker container it is
+64 MiB by default, which a few sandboxes' files would fill."""
+
+
 def default_temp_parent() -> Path:
     """Where a sandbox keeps its dirs unless given ``temp_dir``: ``/dev/shm`` when it is a
-    tmpfs that every user may write and ``TMPDIR`` is not set, else the system temp dir.
+    tmpfs that every user may write, with :data:`SHM_MIN_FREE` free, and ``TMPDIR`` is not
+    set; else the system temp dir.
 
     Why: a box is ~80 fresh files and dirs, made at each reset and deleted after. On a tmpfs
-    that takes ~1.5 ms of CPU; on this machine's ext4 ``/tmp`` it took ~50 ms, most of a
-    reset's cost (docs/performance.md). The price: what the agent writes is held in memory,
-    as it is in the docker sandbox's tmpfs layer.
+    that took ~1.5 ms of CPU here; on this machine's ext4 ``/tmp`` ~50 ms, most of a reset's
+    cost (docs/sandbox-local.md, "Where the box dirs live"). The price: what the agent writes
+    is held in memory, as it is in the docker sandbox's tmpfs layer.
     """
     shm = Path("/dev/shm")
     if "TMPDIR" not in os.environ and _is_tmpfs(shm):
         with contextlib.suppress(OSError):
-            if stat.S_IMODE(shm.stat().st_mode) & 0o1777 == 0o1777 and os.access(shm, os.W_OK | os.X_OK):
+            free = os.statvfs(shm)
+            if (stat.S_IMODE(shm.stat().st_mode) & 0o1777 == 0o1777 and os.access(shm, os.W_OK | os.X_OK)
+                    and free.f_bavail * free.f_frsize >= SHM_MIN_FREE):
                 return shm
     return Path(tempfile.gettempdir())
 

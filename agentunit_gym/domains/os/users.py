@@ -53,20 +53,39 @@ def _segment(segment: str) -> str | None:
     if name in _SWITCH:
         return name
     if name == "sudo":
-        for j, arg in enumerate(args):
-            if arg in ("-i", "-s", "--login", "--shell"):
-                return f"sudo {arg}"
-            user = args[j + 1] if arg in ("-u", "--user") and j + 1 < len(args) else (
-                arg.split("=", 1)[1] if arg.startswith("--user=") else None)
-            if user is not None:
-                return None if user in _ROOT else f"sudo -u {user}"
-            if not arg.startswith("-"):
-                return _segment(" ".join(args[j:]))  # what sudo runs (as root)
-        return None
+        return _sudo(args)
     if name in ("chown", "chgrp"):
         operands = [a for a in args if not a.startswith("-")]
         if operands and not _owner_is_root(operands[0], group_only=name == "chgrp"):
             return f"{name} {operands[0]}"
+    return None
+
+
+def _sudo(args: list[str]) -> str | None:
+    """What ``sudo ARGS`` does as another user: ``-u USER`` (also ``-uUSER``, ``-iu USER``,
+    ``--user=USER``) for a user other than root, a login or shell (``-i``, ``-s``), or what the
+    command it runs as root does."""
+    j = 0
+    while j < len(args):
+        arg = args[j]
+        if arg.startswith("--"):
+            if arg in ("--login", "--shell"):
+                return f"sudo {arg}"
+            if arg == "--user" or arg.startswith("--user="):
+                user = arg.split("=", 1)[1] if "=" in arg else (args[j + 1] if j + 1 < len(args) else "")
+                return None if user.lstrip("#") in _ROOT else f"sudo -u {user}"
+            j += 1
+            continue
+        if not arg.startswith("-"):
+            return _segment(" ".join(args[j:]))  # what sudo runs (as root)
+        flags = arg[1:]
+        if "u" in flags:
+            rest = flags[flags.index("u") + 1:]
+            user = rest or (args[j + 1] if j + 1 < len(args) else "")
+            return None if user.lstrip("#") in _ROOT else f"sudo -u {user}"
+        if "i" in flags or "s" in flags:
+            return f"sudo -{'i' if 'i' in flags else 's'}"
+        j += 1
     return None
 
 
