@@ -33,7 +33,7 @@ def test_list_filters_by_domain_and_category(capsys: pytest.CaptureFixture[str])
 def test_list_shows_backends(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "list", "--domain", "os", "--category", "users"]) == 0
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if "os-users-create" in line]
+    rows = [line for line in out.splitlines() if "os-users-group-member" in line]
     assert len(rows) == 1 and "docker" in rows[0]
 
 
