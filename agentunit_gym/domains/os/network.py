@@ -6,7 +6,8 @@ conservative: a command counts only when it cannot work offline, so a task that 
 offline is never left out by mistake; code that reaches the network in other ways (a
 Python ``urlopen``, a socket) is not detected and fails as it would without the mark.
 
-Detected (``sudo`` and options before the subcommand allowed; ``#`` comments ignored):
+Detected (``sudo``, ``nice``, ``timeout`` and the like before the command, and options with
+their values before the subcommand, allowed; ``#`` comments ignored):
 
 - ``apt-get``, ``apt``, ``aptitude`` ``install``/``update``/``upgrade``/``dist-upgrade``/
   ``full-upgrade``/``download``/``source``/``build-dep``; ``apk add``/``update``;
@@ -52,7 +53,21 @@ _PACKAGE_MANAGERS: dict[str, frozenset[str]] = {
     "go": frozenset({"get", "install"}),
 }
 
+_PREFIX_VALUES: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-U", "-C", "-h", "-p"}), "nice": frozenset({"-n"}),
+    "timeout": frozenset({"-s", "-k"}), "ionice": frozenset({"-c", "-n", "-p"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+}
+"""Prefix options that take the next word as their value."""
+
+_VALUED_PREFIXES = frozenset({"timeout"})
+"""Prefixes whose first operand is theirs, not the command (``timeout 60 apt-get install``)."""
+
+_VALUED_OPTIONS = frozenset({"-o", "-t", "-c", "--option", "--target-release", "--config-file", "--default-release"})
+"""Package-manager options that take the next word as their value (``apt-get -o X=Y install``)."""
+
 _PREFIXES = frozenset({"sudo", "env", "nohup", "time", "exec", "command", "builtin", "then", "do", "else", "!",
+                       "nice", "ionice", "stdbuf", "timeout",
                        "{", "(", "xargs"})
 """Words that may stand before the command itself (``sudo apt install``, ``then apt install``)."""
 
@@ -96,9 +111,12 @@ def _command(words: list[str]) -> list[str]:
         word = words[i]
         if word in _PREFIXES:
             i += 1
-            # sudo/env options (and the value of sudo -u USER).
+            # The prefix's options, and the values of those that take one (sudo -u USER).
+            valued = _PREFIX_VALUES.get(word, frozenset())
             while i < len(words) and words[i].startswith("-"):
-                i += 2 if words[i] in ("-u", "-g", "-U") else 1
+                i += 2 if words[i] in valued else 1
+            if word in _VALUED_PREFIXES and i < len(words):
+                i += 1  # timeout's duration
             continue
         if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", word):
             i += 1
@@ -108,9 +126,15 @@ def _command(words: list[str]) -> list[str]:
 
 
 def _subcommand(args: list[str]) -> str | None:
-    """The first argument that is not an option (``apt-get -y -q install`` -> ``install``)."""
+    """The first argument that is neither an option nor an option's value (``apt-get -y -o
+    Acquire::Retries=3 install`` -> ``install``)."""
+    skip = False
     for arg in args:
-        if not arg.startswith("-"):
+        if skip:
+            skip = False
+        elif arg in _VALUED_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
             return arg
     return None
 

@@ -32,6 +32,12 @@ from tests.domains.os.netkit import host_address, token_server
     ("python3 -m pip install -r requirements.txt", "bash", ["pip install"]),
     ("sudo -u bob pip3 install requests", "bash", ["pip3 install"]),
     ("cd /srv && npm install", "bash", ["npm install"]),
+    # Options with a value before the subcommand, and wrappers before the command.
+    ("apt-get -o Acquire::Retries=3 install x; apt -t bookworm-backports install y", "bash",
+     ["apt-get install", "apt install"]),
+    ("nice -n 5 pip install requests", "bash", ["pip install"]),
+    ("timeout -s KILL 60 wget https://example.org/f", "bash", ["wget https://example.org"]),
+    ("sudo -s apt install x", "bash", ["apt install"]),
     ("wget -q 'https://example.org/a?x=1&y=2' -O /tmp/a", "bash", ["wget https://example.org"]),
     ("curl -sf http://198.51.100.7:8080/x | wc -c", "bash", ["curl http://198.51.100.7"]),
     ("git clone https://example.org/repo.git /srv/repo", "bash", ["git clone"]),
@@ -39,6 +45,7 @@ from tests.domains.os.netkit import host_address, token_server
     ("import subprocess\nsubprocess.run(['bash', '-c', 'pip install numpy'])", "python", ["pip install"]),
     # Offline: removals, loopback, local paths, comments, text that only mentions a command.
     ("apt remove sudo", "bash", []),
+    ("apt -o Debug::X=1 remove y; timeout 5 sleep 1", "bash", []),
     ("apt list --installed | wc -l", "bash", []),
     ("curl -s http://127.0.0.1:8080/ && wget -q http://localhost/x && curl http://[::1]:80/", "bash", []),
     ("pip install ./pkg /tmp/x.whl && pip install --no-index x", "bash", []),
