@@ -139,8 +139,11 @@ def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     try:
         ray.init(**kwargs)
     except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError...
+        hint = (" No Ray cluster runs on this machine (or RAY_ADDRESS is unset): start one with `ray start "
+                "--head`, pass the head's address (`--ray HOST:PORT`), or `--ray local` to start Ray in this "
+                "process." if address == "auto" else "")
         raise BackendUnavailableError(f"could not connect to the Ray cluster at {address}: "
-                                      f"{type(exc).__name__}: {exc}") from exc
+                                      f"{type(exc).__name__}: {exc}{hint}") from exc
     return True
 
 

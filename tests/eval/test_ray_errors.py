@@ -103,3 +103,16 @@ def test_ray_with_a_lockstep_vector_env_is_refused(tmp_path: Path) -> None:
     done = cli("eval", "--ray", "local", "--vector", "threads", "--env", "DB-v0", "--backend", "sqlite", "-n", "1",
                "--quiet", cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "--vector" in done.stderr, done.stderr
+
+
+def test_auto_without_a_cluster_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    def init(**kwargs: object) -> None:  # what ray.init(address="auto") raises with no cluster here
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to by "
+                              "setting `--address` flag or `RAY_ADDRESS` environment variable.")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(cluster, "import_ray", lambda: fake)
+    with pytest.raises(BackendUnavailableError, match=r"ray start --head.*--ray HOST:PORT.*--ray local"):
+        cluster.connect("auto")
