@@ -54,6 +54,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from timing import machine_busy_s, own_cpu_s
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.eval.agents import OracleAgent
@@ -127,11 +128,11 @@ def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: V
     config = EvalConfig(envs=(env,), backends=(backend,), agent="lognormal-oracle", n=n, runs=runs,
                         concurrency=concurrency, vector=vector, seed=1, env_options=env_options)
     LEDGER.clear()
-    cpu0, busy0 = _own_cpu_s(), _machine_busy_s()
+    cpu0, busy0 = own_cpu_s(), machine_busy_s()
     with tempfile.TemporaryDirectory() as tmp:
         outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
         records = read_records(RunPaths(Path(tmp)).episodes)
-    cpu_s, busy_s = _own_cpu_s() - cpu0, _machine_busy_s() - busy0
+    cpu_s, busy_s = own_cpu_s() - cpu0, machine_busy_s() - busy0
     steady = outcome.elapsed_s - outcome.setup_s
     delays = dict(LEDGER.by_episode)
     agent_s = sum(delays.values())
@@ -147,19 +148,6 @@ def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: V
             "cpu_ms_per_episode": 1000 * cpu_s / max(1, len(records)),
             "machine_busy_ms_per_episode": 1000 * busy_s / max(1, len(records))}
 
-
-def _own_cpu_s() -> float:
-    """CPU seconds of this process and its reaped children (the local sandbox's processes)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds the whole machine was busy (/proc/stat): the Docker daemon, containers and
-    database servers included, and anything else running."""
-    with open("/proc/stat", encoding="ascii") as stat:
-        ticks = [int(v) for v in stat.readline().split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 TARGET_CS = (16, 64)

@@ -29,23 +29,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from timing import own_cpu_s
+
 from agentunit_gym.backends.sandbox import local
 from agentunit_gym.backends.sandbox.local import LocalSandbox
-
-
-def cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def cpu_per_call_ms(fn: Callable[[], object], n: int) -> float:
     """Mean CPU milliseconds of ``fn()``; a second's pause after, so background work is counted."""
     fn()  # warm
-    start = cpu_s()
+    start = own_cpu_s()
     for _ in range(n):
         fn()
     time.sleep(1.0)  # the last warm spare finishing in its thread
-    return 1000 * (cpu_s() - start) / n
+    return 1000 * (own_cpu_s() - start) / n
 
 
 def bench_start(n: int) -> dict[str, float]:

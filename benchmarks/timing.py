@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -30,3 +31,17 @@ def summary(samples: list[float]) -> dict[str, float]:
         "min_ms": ordered[0],
         "max_ms": ordered[-1],
     }
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (a local sandbox's processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine was busy (/proc/stat): daemons, containers, database
+    servers and kernel workers included, and anything else running."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        ticks = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")

@@ -450,8 +450,20 @@ def _is_tmpfs(path: Path) -> bool:
         return False
 
 
-_ETC_TEMPLATES: dict[tuple[int, str, int | None, bool], Path] = {}
-_ETC_USERS: dict[Path, int] = {}
+_CopyEntry = tuple[str, Literal["dir", "link", "file"], int, bytes | str]
+
+
+@dataclass
+class _EtcTemplate:
+    """A shared ``/etc`` template: whose it is, what each box copies from it, how many use it."""
+
+    key: tuple[int, str, int | None, bool]
+    """(pid, temp dir, owner uid, network)."""
+    entries: tuple[_CopyEntry, ...]
+    users: int = 1
+
+
+_ETC_TEMPLATES: dict[Path, _EtcTemplate] = {}
 _ETC_LOCK = threading.Lock()
 
 
@@ -467,10 +479,12 @@ def shared_etc_template(parent: Path, owner_uid: int | None, network: bool) -> P
     """
     key = (os.getpid(), str(parent), owner_uid, network)
     with _ETC_LOCK:
-        found = _ETC_TEMPLATES.get(key)
-        if found is not None and found.is_dir():
-            _ETC_USERS[found] = _ETC_USERS.get(found, 0) + 1
-            return found
+        for path, template in list(_ETC_TEMPLATES.items()):
+            if template.key == key:
+                if path.is_dir():
+                    template.users += 1
+                    return path
+                del _ETC_TEMPLATES[path]  # removed under us: build a new one
         holder = Path(tempfile.mkdtemp(prefix="agentunit-gym-etc-", dir=parent))
         try:
             build_etc(holder / "etc")
@@ -479,66 +493,60 @@ def shared_etc_template(parent: Path, owner_uid: int | None, network: bool) -> P
                     shutil.copyfile("/etc/resolv.conf", holder / "etc" / "resolv.conf")
             if owner_uid is not None:
                 _chown_tree(holder, owner_uid)
+            entries = _read_copy(holder / "etc")
         except BaseException:
             _rmtree(holder)
             raise
         if not _ETC_TEMPLATES:
             atexit.register(_remove_etc_templates, os.getpid())
-        _ETC_TEMPLATES[key] = holder / "etc"
-        _ETC_USERS[holder / "etc"] = 1
+        _ETC_TEMPLATES[holder / "etc"] = _EtcTemplate(key, entries)
         return holder / "etc"
 
 
-def release_etc_template(template: Path) -> None:
-    """One sandbox no longer uses ``template``; the last one out removes it."""
+def release_etc_template(path: Path) -> None:
+    """One sandbox no longer uses the template at ``path``; the last one out removes it."""
     with _ETC_LOCK:
-        left = _ETC_USERS.get(template, 0) - 1
-        if left > 0:
-            _ETC_USERS[template] = left
+        template = _ETC_TEMPLATES.get(path)
+        if template is not None and template.users > 1:
+            template.users -= 1
             return
-        _ETC_USERS.pop(template, None)
-        _ETC_COPIES.pop(template, None)
-        for key, path in list(_ETC_TEMPLATES.items()):
-            if path == template:
-                del _ETC_TEMPLATES[key]
-    _rmtree(template.parent)
+        _ETC_TEMPLATES.pop(path, None)
+    _rmtree(path.parent)
 
 
-_CopyEntry = tuple[str, Literal["dir", "link", "file"], int, bytes | str]
-_ETC_COPIES: dict[Path, tuple[_CopyEntry, ...]] = {}
-
-
-def _etc_copy(template: Path) -> tuple[_CopyEntry, ...]:
-    """What each box copies from ``template``, read once: (relative path, kind, mode, content
-    or link target), parents before children; each of :data:`ETC_READ_ONLY` is an empty dir,
-    the mount point of its read-only bind. Writing ~50 small files from memory takes a box
-    ~1 ms, where ``shutil.copytree`` took ~10 ms of CPU (stat, copy and copystat per file)."""
+def _etc_copy(path: Path) -> tuple[_CopyEntry, ...]:
+    """What each box copies from the template at ``path`` (read when it was built)."""
     with _ETC_LOCK:
-        found = _ETC_COPIES.get(template)
-        if found is not None:
-            return found
-        bound = {os.path.join(template, rel) for rel in ETC_READ_ONLY if (template / rel).is_dir()}
-        entries: list[_CopyEntry] = []
-        for parent, dirs, files in os.walk(template):
-            for name in sorted(dirs) + sorted(files):
-                path = os.path.join(parent, name)
-                rel = os.path.relpath(path, template)
-                st = os.lstat(path)
-                if stat.S_ISLNK(st.st_mode):
-                    entries.append((rel, "link", 0, os.readlink(path)))
-                elif stat.S_ISDIR(st.st_mode):
-                    entries.append((rel, "dir", stat.S_IMODE(st.st_mode), b""))
-                elif stat.S_ISREG(st.st_mode):
-                    with contextlib.suppress(OSError):  # an unreadable file is left out, as build_etc does
-                        entries.append((rel, "file", stat.S_IMODE(st.st_mode), Path(path).read_bytes()))
-            dirs[:] = [d for d in dirs if os.path.join(parent, d) not in bound
-                       and not os.path.islink(os.path.join(parent, d))]
-        _ETC_COPIES[template] = found = tuple(entries)
-        return found
+        template = _ETC_TEMPLATES.get(path)
+    return template.entries if template is not None else _read_copy(path)
+
+
+def _read_copy(template: Path) -> tuple[_CopyEntry, ...]:
+    """What each box copies from ``template``: (relative path, kind, mode, content or link
+    target), parents before children; each of :data:`ETC_READ_ONLY` is an empty dir, the
+    mount point of its read-only bind. Writing ~50 small files from memory takes a box ~1 ms,
+    where ``shutil.copytree`` took ~10 ms of CPU (stat, copy and copystat per file)."""
+    bound = {os.path.join(template, rel) for rel in ETC_READ_ONLY if (template / rel).is_dir()}
+    entries: list[_CopyEntry] = []
+    for parent, dirs, files in os.walk(template):
+        for name in sorted(dirs) + sorted(files):
+            path = os.path.join(parent, name)
+            rel = os.path.relpath(path, template)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                entries.append((rel, "link", 0, os.readlink(path)))
+            elif stat.S_ISDIR(st.st_mode):
+                entries.append((rel, "dir", stat.S_IMODE(st.st_mode), b""))
+            elif stat.S_ISREG(st.st_mode):
+                with contextlib.suppress(OSError):  # an unreadable file is left out, as build_etc does
+                    entries.append((rel, "file", stat.S_IMODE(st.st_mode), Path(path).read_bytes()))
+        dirs[:] = [d for d in dirs if os.path.join(parent, d) not in bound
+                   and not os.path.islink(os.path.join(parent, d))]
+    return tuple(entries)
 
 
 def _write_copy(entries: tuple[_CopyEntry, ...], dest: Path) -> None:
-    """Make ``dest`` (which must not exist) from :func:`_etc_copy`'s entries."""
+    """Make ``dest`` (which must not exist) from :func:`_read_copy`'s entries."""
     os.mkdir(dest, 0o755)
     for rel, kind, mode, payload in entries:
         path = os.path.join(dest, rel)
@@ -562,12 +570,10 @@ def _remove_etc_templates(pid: int) -> None:
     if os.getpid() != pid:  # a forked child exiting: the templates are its parent's
         return
     with _ETC_LOCK:
-        for key, path in list(_ETC_TEMPLATES.items()):
-            if key[0] == pid:
+        for path, template in list(_ETC_TEMPLATES.items()):
+            if template.key[0] == pid:
                 _rmtree(path.parent)
-                del _ETC_TEMPLATES[key]
-                _ETC_COPIES.pop(path, None)
-                _ETC_USERS.pop(path, None)
+                del _ETC_TEMPLATES[path]
 
 
 def _check_traversable(path: Path, uid: int) -> None:

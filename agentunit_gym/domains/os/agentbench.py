@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -218,12 +218,27 @@ def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, 
 def _network_needs(task: dict[str, Any], item: dict[str, Any], script_dir: Path | str) -> str | None:
     """What of the item's init, start and example scripts needs the network (see
     :mod:`agentunit_gym.domains.os.network`), e.g. ``"init: apt update, apt install"``; None
-    when nothing does. A script that does not validate or read is skipped here (validation
-    reports it)."""
+    when nothing does."""
+    return _scan_scripts(task, item, script_dir, network_commands, checks=False)
+
+
+def _user_switches(task: dict[str, Any], item: dict[str, Any], script_dir: Path | str) -> str | None:
+    """What of the item's init, start, example and check scripts acts as another user (see
+    :mod:`agentunit_gym.domains.os.users`), e.g. ``"start: su"``; None when nothing does."""
+    return _scan_scripts(task, item, script_dir, user_commands, checks=True)
+
+
+def _scan_scripts(task: dict[str, Any], item: dict[str, Any], script_dir: Path | str,
+                  detect: Callable[[str, str], list[str]], *, checks: bool) -> str | None:
+    """``detect`` over the item's scripts, as ``"init: a, b; example: c"``; None when it finds
+    nothing. A script that does not validate or read (or a builtin check) is skipped here:
+    validation reports it."""
     evaluation = item.get("evaluation")
     example = evaluation.get("example") if isinstance(evaluation, dict) else None
+    check = task["evaluation"].get("check") if checks and isinstance(task.get("evaluation"), dict) else None
     groups = (("init", task["init"]), ("start", [task["start"]] if "start" in task else []),
-              ("example", [_script(example)] if example is not None else []))
+              ("example", [_script(example)] if example is not None else []),
+              ("check", [c for c in check or [] if c is not None]))
     parts = []
     for where, scripts in groups:
         found: list[str] = []
@@ -233,31 +248,7 @@ def _network_needs(task: dict[str, Any], item: dict[str, Any], script_dir: Path 
                 code = script.source(str(script_dir))
             except (ValidationError, TaskFileError):
                 continue
-            found += [c for c in network_commands(code, script.language) if c not in found]
-        if found:
-            parts.append(f"{where}: {', '.join(found)}")
-    return "; ".join(parts) or None
-
-
-def _user_switches(task: dict[str, Any], item: dict[str, Any], script_dir: Path | str) -> str | None:
-    """What of the item's init, start, example and check scripts acts as another user (see
-    :mod:`agentunit_gym.domains.os.users`), e.g. ``"start: su"``; None when nothing does."""
-    evaluation = item.get("evaluation")
-    example = evaluation.get("example") if isinstance(evaluation, dict) else None
-    checks = task["evaluation"].get("check") if isinstance(task.get("evaluation"), dict) else None
-    groups = (("init", task["init"]), ("start", [task["start"]] if "start" in task else []),
-              ("example", [_script(example)] if example is not None else []),
-              ("check", [c for c in checks or [] if c is not None]))
-    parts = []
-    for where, scripts in groups:
-        found: list[str] = []
-        for raw in scripts:
-            try:
-                script = Script.model_validate(raw)
-                code = script.source(str(script_dir))
-            except (ValidationError, TaskFileError):
-                continue  # a builtin check, or a script validation reports
-            found += [c for c in user_commands(code, script.language) if c not in found]
+            found += [c for c in detect(code, script.language) if c not in found]
         if found:
             parts.append(f"{where}: {', '.join(found)}")
     return "; ".join(parts) or None

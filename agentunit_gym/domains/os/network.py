@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 
 _LOOPBACK_HOSTS = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[?::1\]?|0\.0\.0\.0|\[?::\]?)$", re.IGNORECASE)
 
@@ -173,9 +174,8 @@ def _segment_commands(segment: str) -> list[str]:
     return found
 
 
-def network_commands(code: str, language: str = "bash") -> list[str]:
-    """The commands of a script that need the network, in order, as short labels
-    (``"apt install"``, ``"curl https://example.org"``); empty when none is detected.
+def command_segments(code: str, language: str = "bash") -> Iterator[str]:
+    """Each piece of a script that reads as one command, comments left out.
 
     Each line of a bash script is split at ``&&``, ``||``, ``;``, ``|``, ``&`` and subshell
     brackets, and each piece is read as one command; so is the quoted argument of ``-c``
@@ -187,12 +187,23 @@ def network_commands(code: str, language: str = "bash") -> list[str]:
         pieces = re.findall(r"'([^'\n]*)'", text) + re.findall(r'"([^"\n]*)"', text)
     else:
         pieces = [text, *re.findall(r"-c\s+'([^']*)'", text), *re.findall(r'-c\s+"([^"]*)"', text)]
-    found: list[str] = []
     for piece in pieces:
-        for segment in _SEPARATORS.split(piece):
-            if segment.strip():
-                found.extend(c for c in _segment_commands(segment) if c not in found)
+        yield from (segment for segment in _SEPARATORS.split(piece) if segment.strip())
+
+
+def shell_words(segment: str) -> list[str]:
+    """A command's words, quotes removed (whitespace-split when a quote is unbalanced)."""
+    return _words(segment)
+
+
+def network_commands(code: str, language: str = "bash") -> list[str]:
+    """The commands of a script that need the network, in order, as short labels
+    (``"apt install"``, ``"curl https://example.org"``); empty when none is detected. The
+    script is read as :func:`command_segments` says."""
+    found: list[str] = []
+    for segment in command_segments(code, language):
+        found.extend(c for c in _segment_commands(segment) if c not in found)
     return found
 
 
-__all__ = ["network_commands"]
+__all__ = ["command_segments", "network_commands", "shell_words"]

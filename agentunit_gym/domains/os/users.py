@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from agentunit_gym.domains.os.network import _SEPARATORS, _strip_comments, _words  # one shell splitter
+from agentunit_gym.domains.os.network import command_segments, shell_words
 
 _SWITCH = frozenset({"su", "runuser", "login", "newgrp", "sg"})
 _ROOT = frozenset({"", "root", "0"})
@@ -42,7 +42,7 @@ def _owner_is_root(spec: str, *, group_only: bool) -> bool:
 
 
 def _segment(segment: str) -> str | None:
-    words = _words(segment)
+    words = shell_words(segment)
     i = 0
     while i < len(words) and (words[i] in _LEADING or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])):
         i += 1
@@ -91,19 +91,13 @@ def _sudo(args: list[str]) -> str | None:
 
 def user_commands(code: str, language: str = "bash") -> list[str]:
     """The commands of a script that act as, or give files to, another user, in order, as
-    short labels (``"su"``, ``"chown jack:jack"``); empty when none is detected. Python
-    code is read as the network detection reads it: each string literal on a line."""
-    text = _strip_comments(code)
-    if language == "python":
-        pieces = re.findall(r"'([^'\n]*)'", text) + re.findall(r'"([^"\n]*)"', text)
-    else:
-        pieces = [text, *re.findall(r"-c\s+'([^']*)'", text), *re.findall(r'-c\s+"([^"]*)"', text)]
+    short labels (``"su"``, ``"chown jack:jack"``); empty when none is detected. The script
+    is read as the network detection reads it (:func:`~agentunit_gym.domains.os.network.command_segments`)."""
     found: list[str] = []
-    for piece in pieces:
-        for segment in _SEPARATORS.split(piece):
-            label = _segment(segment) if segment.strip() else None
-            if label is not None and label not in found:
-                found.append(label)
+    for segment in command_segments(code, language):
+        label = _segment(segment)
+        if label is not None and label not in found:
+            found.append(label)
     return found
 
 
