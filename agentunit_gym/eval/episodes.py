@@ -193,13 +193,16 @@ class _Scheduler:
         """
         timeout = self.config.episode_timeout_s + STEP_GRACE_S
         future = asyncio.get_running_loop().run_in_executor(self.env_pool, fn, *args)
-        try:
-            return await asyncio.wait_for(future, timeout=timeout)
-        except asyncio.TimeoutError as exc:
+        # Not asyncio.wait_for: before Python 3.12 it returns the result, and drops the
+        # cancellation, when a Ctrl-C lands as the call completes; the run then went on to the end.
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+        if not done:
+            future.cancel()
             raise BackendTimeoutError(
                 f"an env call did not return within {timeout:g} s: its backend looks stuck. Check the daemon "
                 "or server, then rerun with --resume."
-            ) from exc
+            )
+        return future.result()
 
 
 async def run_queue(config: EvalConfig, queue: WorkQueue, copy: ScheduleEpisodes, slot: Slot,

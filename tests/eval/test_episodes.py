@@ -89,6 +89,40 @@ def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest
         StuckToy.release.set()
 
 
+def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) -> None:
+    """Ctrl-C cancels the episode loop. When the cancel lands just as an env call returns, the
+    loop must still stop (asyncio.wait_for on Python 3.11 returned the call's result instead, and
+    the run went on to its end)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentunit_gym.eval.episodes import _Scheduler
+
+    config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",))
+    pool = ThreadPoolExecutor(max_workers=1)
+    scheduler = _Scheduler(config, OracleAgent, "a", None, pool, pool)  # type: ignore[arg-type]
+    after: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
+        assert me is not None
+
+        def call() -> str:
+            # The cancel is queued on the loop before the call's result is.
+            loop.call_soon_threadsafe(me.cancel)
+            return "done"
+
+        await scheduler._env(call)
+        after.append("went on")
+
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(main())
+    finally:
+        pool.shutdown()
+    assert after == []
+
+
 class WarmToy(ToyEnv):
     """Records when its backend was started: ahead of the run, or by a reset."""
 
