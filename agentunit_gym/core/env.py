@@ -201,9 +201,18 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         return False
 
     @property
+    def multi_user(self) -> bool:
+        """Whether the env's backend can switch users (``su jack``); tasks that declare
+        ``needs_users`` are left out of :attr:`tasks` when it cannot. True here: only the OS
+        env's local sandbox may map a single user."""
+        return True
+
+    @property
     def tasks(self) -> list[TaskT]:
-        """The tasks this env can run on its backend (and with its network setting)."""
-        return [t for t in self._all_tasks if t.not_runnable(self.backend_name, network=self.network) is None]
+        """The tasks this env can run on its backend (and with its network setting, and whether
+        it can switch users)."""
+        return [t for t in self._all_tasks
+                if t.not_runnable(self.backend_name, network=self.network, users=self.multi_user) is None]
 
     @property
     def suite(self) -> list[TaskT]:
@@ -524,6 +533,10 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise ConfigError(
                 f"task {task.id!r} runs on {', '.join(task.backends or ())}, not on {self.backend_name!r}{note}."
             )
+        if task.needs_users and not self.multi_user:
+            what = f" ({task.users_note})" if task.users_note else ""
+            raise ConfigError(f"task {task.id!r} acts as another user{what}, and this env's sandbox maps one uid: "
+                              "use backend='docker', or run as root (docs/sandbox-local.md).")
         if task.needs_network and not self.network:
             what = f" ({task.network_note})" if task.network_note else ""
             raise ConfigError(f"task {task.id!r} needs the network{what}, and this env has none: make it with "

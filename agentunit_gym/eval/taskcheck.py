@@ -29,7 +29,7 @@ from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
 from agentunit_gym.eval.runner import EvalConfig
-from agentunit_gym.tasks.spec import NEEDS_NETWORK
+from agentunit_gym.tasks.spec import NEEDS_NETWORK, ONE_UID
 
 _LOCATION = re.compile(r"(?::\d+|#\d+)$")
 
@@ -204,7 +204,10 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
                     if task.needs_network and not network:
                         owner[(name, task.id)].not_run.append(Failure(task.id, NEEDS_NETWORK, task.network_note or ""))
                         continue
-                    note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
+                    if task.needs_users and (task.backends is None or any(b in task.backends for b in backends)):
+                        note = f"{task.users_note or 'acts as another user'}; {ONE_UID}"
+                    else:
+                        note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
                     owner[(name, task.id)].not_run.append(Failure(task.id, f"not run on {','.join(backends)}: {note}"))
     return TaskCheck(list(files.values()), run_dir, stopped)
 

@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 NEEDS_NETWORK = "needs network (not run; pass --network)"
 """The reason a task that needs the network is left out of a run without it."""
 
+ONE_UID = "this sandbox maps one uid (the local sandbox maps many users only when started by root)"
+"""Why a task that switches users is left out of a run whose sandbox cannot switch users."""
+
 
 class ReferenceStep(BaseModel):
     """One call of a reference solution.
@@ -82,6 +85,12 @@ class TaskSpec(BaseModel):
     a run without the network leaves it out, as a backend that cannot run a task does."""
     network_note: str | None = None
     """What needs the network (the AgentBench loader names the commands it found)."""
+    needs_users: bool = False
+    """The task acts as other users (``su``, ``chown jack``, ``runuser``). It runs only where
+    the sandbox can switch users (docker; the local sandbox when started by root); elsewhere
+    it is left out, as a backend that cannot run a task is."""
+    users_note: str | None = None
+    """What switches users (the AgentBench loader names the commands it found)."""
     source: str | None = None
     """Where the task came from (a bundled file, an AgentBench file and index)."""
 
@@ -93,27 +102,31 @@ class TaskSpec(BaseModel):
     def supports(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
 
-    def not_runnable(self, backend: str, *, network: bool) -> str | None:
-        """Why the task cannot run on ``backend`` with (or without) the network, None when it can.
+    def not_runnable(self, backend: str, *, network: bool, users: bool = True) -> str | None:
+        """Why the task cannot run on ``backend`` with (or without) the network, and where
+        users can (or cannot) be switched; None when it can.
 
         Example: ``"needs network (not run; pass --network)"``.
         """
         if not self.supports(backend):
             note = self.backend_note or f"runs only on {', '.join(self.backends or ())}"
             return f"not run on {backend}: {note}"
+        if self.needs_users and not users:
+            return f"not run on {backend}: {self.users_note or 'acts as another user'}; {ONE_UID}"
         if self.needs_network and not network:
             return NEEDS_NETWORK + (f": {self.network_note}" if self.network_note else "")
         return None
 
 
 def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Collection[str] = (),
-                  network: bool = True) -> str | None:
+                  network: bool = True, users: bool = True) -> str | None:
     """A one-line warning when ``backend`` cannot run the whole of ``suite``, else None.
 
     ``needs_docker`` names the backends that run on a Docker daemon (from the domain
     descriptions): when the left-out tasks need one of them, the hint says to start Docker.
     ``network`` is whether the env has the network; without it, tasks that need it are
-    left out too, and the note counts them.
+    left out too, and the note counts them. ``users`` is whether the env's sandbox can switch
+    users; without it, tasks that need users are left out and counted.
 
     Example: ``"8 docker-only tasks left out on backend local: start Docker (or pass --backend
     docker) for the full suite"``. Tasks list the backends they run on; those that do not list
@@ -128,7 +141,13 @@ def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Coll
                 else f"use --backend {needed[0]}" if needed else "use another backend")
         plural = "s" if len(left) != 1 else ""
         notes.append(f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite")
-    offline = [task for task in suite if task.supports(backend) and task.needs_network and not network]
+    one_uid = [task for task in suite if task.supports(backend) and task.needs_users and not users]
+    if one_uid:
+        plural = "s" if len(one_uid) != 1 else ""
+        notes.append(f"{len(one_uid)} task{plural} that switch{'' if plural else 'es'} users left out on backend "
+                     f"{backend}: it maps one uid here (run as root, or use --backend docker)")
+    offline = [task for task in suite if task.supports(backend) and task.needs_network and not network
+               and not (task.needs_users and not users)]
     if offline:
         plural = "s" if len(offline) != 1 else ""
         notes.append(f"{len(offline)} task{plural} that need{'' if plural else 's'} the network left out: "

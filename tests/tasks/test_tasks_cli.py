@@ -31,10 +31,12 @@ def test_list_filters_by_domain_and_category(capsys: pytest.CaptureFixture[str])
 
 
 def test_list_shows_backends(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tasks", "list", "--domain", "os", "--category", "users"]) == 0
+    assert main(["tasks", "list", "--domain", "os"]) == 0
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if "os-users-group-member" in line]
-    assert len(rows) == 1 and "docker" in rows[0]
+    cells = {line.split("│")[1].strip(): line.split("│")[4].strip() for line in out.splitlines() if line.count("│") > 5}
+    assert cells["os-perms-owner"] == "docker (switches users)"
+    assert cells["os-perms-setuid"] == "docker"
+    assert cells["os-users-group-member"] == "all"
 
 
 def test_show_prints_the_task_as_yaml(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,6 +51,13 @@ class Sandbox(ABC):
     kind: ClassVar[str]
     """``docker`` or ``local``: the name tasks list in ``backends``."""
 
+    @property
+    def multi_user(self) -> bool:
+        """Whether processes can switch users here (``su jack``, ``chown jack f``): tasks that
+        declare ``needs_users`` run only then. True for docker; the local sandbox says per
+        caller (docs/sandbox-local.md)."""
+        return True
+
     @abstractmethod
     def start(self) -> None:
         """Bring the sandbox up (idempotent). ``run``/``shell`` call it when needed."""

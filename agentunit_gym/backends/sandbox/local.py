@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from agentunit_gym.backends import process
+from agentunit_gym.backends.sandbox import usermap
 from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
 from agentunit_gym.errors import AgentUnitError, BackendError, BackendTimeoutError, ConfigError, IsolationError
 from agentunit_gym.images.os.supervisor import (
@@ -102,9 +103,11 @@ ETC_READ_ONLY: tuple[str, ...] = ("alternatives", "ssl/certs", "pam.d", "securit
 hold most of its files, and creating files is what makes a box slow to build (copying
 all of them took a box from ~45 ms to ~150 ms here)."""
 
-ROOT_CALLER_UID = 2_000_000_000
+ROOT_CALLER_UID = usermap.BASE
 """The host uid that root inside the sandbox maps to when the caller is root (an unused,
-unprivileged uid). A non-root caller's sandbox maps root to the caller's own uid."""
+unprivileged uid; the other users of the sandbox, when it maps many, follow it: see
+:mod:`~agentunit_gym.backends.sandbox.usermap`). A non-root caller's sandbox maps root to the
+caller's own uid."""
 
 _IMAGE_DIR = Path(__file__).resolve().parent.parent.parent / "images" / "local"
 _DIR_MODES = {"/tmp": 0o1777, "/root": 0o700}
@@ -128,7 +131,8 @@ _DEFAULT_ENV = {
 }
 
 USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser and setpriv cannot switch to "
-                    "another user here; switching users needs the docker sandbox]\n")
+                    "another user here (only a sandbox started by root maps many); switching users needs the docker "
+                    "sandbox]\n")
 """Added to the output of a command that failed to switch users (``su - jack``)."""
 _USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresuid failed: Invalid argument",
                          "setgid: Invalid argument", "setuid: Invalid argument")
@@ -810,6 +814,7 @@ class LocalSandbox(Sandbox):
         self._layout = system_layout()
         self._owner_uid: int | None = ROOT_CALLER_UID if os.geteuid() == 0 and isolation != "none" else None
         """The host uid behind root inside, when the sandbox's files must be given to it (root callers)."""
+        self._multi_user: bool | None = None  # decided on start (usermap), with the pids cgroup
         self._root: Path | None = None  # our temp dir: one sub-dir per box
         self._etc: Path | None = None  # the /etc template (shared by the process's sandboxes)
         self._cgroup: _PidsCgroup | None = None
@@ -818,6 +823,16 @@ class LocalSandbox(Sandbox):
         self._spare: Future[_Box] | None = None
         self._worker: ThreadPoolExecutor | None = None  # builds the spare, deletes old dirs
         self._closed = False
+
+    @property
+    def multi_user(self) -> bool:
+        """Whether the sandbox maps many users (``su``, ``chown jack``, ``runuser`` work): only when
+        the caller is root, the host uid range is free and a pids cgroup bounds the sandbox
+        (:mod:`~agentunit_gym.backends.sandbox.usermap`). Before ``start()``, what start will decide."""
+        if self._multi_user is not None:
+            return self._multi_user
+        return self.isolation_requested != "none" and usermap.user_switching(self.isolation_requested).ok \
+            and any(True for _ in _PidsCgroup._candidate_parents())
 
     @property
     def host_dir(self) -> Path | None:
@@ -854,6 +869,7 @@ class LocalSandbox(Sandbox):
                     os.lchown(self._root, self._owner_uid, self._owner_uid)
             self._cgroup = _PidsCgroup.create(self.pids_limit)
             self._prlimit = process.which("prlimit") if self._cgroup is None else None
+            self._multi_user = self._decide_multi_user()
             root_unbound = os.geteuid() == 0 and self._owner_uid is None  # unisolated root
             if self._cgroup is None and (root_unbound or self._prlimit is None):
                 logger.warning("local sandbox: no writable pids cgroup and %s, so no process limit applies; "
@@ -911,6 +927,16 @@ class LocalSandbox(Sandbox):
         with contextlib.suppress(Exception):
             if not getattr(self, "_closed", True):
                 self.close()
+
+    def _decide_multi_user(self) -> bool:
+        if self.mechanism == "none":
+            return False
+        support = usermap.user_switching(self.mechanism or "auto")
+        if support.ok and self._cgroup is None:
+            # RLIMIT_NPROC counts per uid: with many users it would no longer bound the sandbox.
+            support = usermap.Support(False, "no writable pids cgroup to bound the sandbox's processes")
+        logger.debug("local sandbox: %s user: %s", "many" if support.ok else "one", support.reason)
+        return support.ok
 
     def _choose_mechanism(self) -> Literal["bwrap", "unshare", "none"]:
         if self.isolation_requested == "none":
@@ -1051,9 +1077,14 @@ class LocalSandbox(Sandbox):
         return [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()]
 
     def _holder_argv(self, box: _Box) -> list[str]:
+        # Many users: the user namespace is made unmapped and waits in usermap.GATE until
+        # _start_holder has written its uid/gid range; bwrap then runs as root in it (it makes
+        # the other namespaces itself, no user namespace of its own).
+        users = ["unshare", "--user", "/bin/sh", "-c", usermap.GATE, "gate"] if self._multi_user else []
         if self.mechanism == "bwrap":
-            argv = ["bwrap", "--unshare-user", "--unshare-pid", *([] if self.network else ["--unshare-net"]),
-                    "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--uid", "0", "--gid", "0",
+            own_user = [] if self._multi_user else ["--unshare-user", "--uid", "0", "--gid", "0"]
+            argv = [*users, "bwrap", *own_user, "--unshare-pid", *([] if self.network else ["--unshare-net"]),
+                    "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                     "--hostname", "sandbox", *_bwrap_system_args(), "--proc", "/proc", "--dev", "/dev"]
             for d in WRITABLE_DIRS:
                 argv += ["--bind", str(box.writable(d)), d]
@@ -1065,9 +1096,10 @@ class LocalSandbox(Sandbox):
         specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
         specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
         specs += [f"mask:{path}" for path in masked_system_dirs()]
-        return ["unshare", "--user", "--map-root-user", "--pid", *([] if self.network else ["--net"]), "--mount",
-                "--ipc", "--uts",
-                "--fork", "--kill-child", "--propagation", "private", "/bin/bash", "-c", _setup_script(),
+        gate = ["/bin/sh", "-c", usermap.GATE, "gate"] if self._multi_user else []
+        return ["unshare", "--user", *([] if self._multi_user else ["--map-root-user"]), "--pid",
+                *([] if self.network else ["--net"]), "--mount", "--ipc", "--uts",
+                "--fork", "--kill-child", "--propagation", "private", *gate, "/bin/bash", "-c", _setup_script(),
                 "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
 
     def _start_holder(self, box: _Box) -> None:
@@ -1078,6 +1110,8 @@ class LocalSandbox(Sandbox):
         deadline = time.monotonic() + _START_TIMEOUT_S
         try:
             line = self._read_line(holder.stdout.fileno(), deadline)
+            if line == b"map" and self._multi_user:
+                line = self._map_users(holder, deadline)
             if line != b"ready":
                 holder.kill()
                 err = b""
@@ -1098,6 +1132,30 @@ class LocalSandbox(Sandbox):
         if not children:
             raise BackendError(f"the {self.mechanism} sandbox started but its namespace process was not found.")
         box.ns_pid = int(children[0])
+
+    def _map_users(self, holder: subprocess.Popen[bytes], deadline: float) -> bytes:
+        """Write the user namespace's uid/gid range (the holder waits in usermap.GATE), let it go
+        on, and return its next line (``ready``). A failure kills it: nothing runs unmapped."""
+        assert holder.stdin is not None and holder.stdout is not None
+        target = holder.pid
+        if self.mechanism == "unshare":  # unshare --fork: the gate runs in its child
+            for _ in range(100):
+                children = _children_ints(holder.pid)
+                if children or time.monotonic() > deadline:
+                    break
+                time.sleep(0.001)
+            if not children:
+                raise BackendError("the unshare sandbox's user namespace process was not found.")
+            target = children[0]
+        try:
+            usermap.write_maps(target)
+            holder.stdin.write(b"go\n")
+            holder.stdin.flush()
+        except OSError as exc:
+            holder.kill()
+            raise BackendError(f"could not map the local sandbox's users (host ids {usermap.BASE}-"
+                               f"{usermap.BASE + usermap.COUNT - 1}): {exc}") from exc
+        return self._read_line(holder.stdout.fileno(), deadline)
 
     @staticmethod
     def _read_line(fd: int, deadline: float) -> bytes:
@@ -1269,7 +1327,7 @@ class LocalSandbox(Sandbox):
         if timeout <= 0 or max_output < 0:
             raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
         result = self._shell(command, timeout, max_output)
-        if result.exit_code not in (0, None) and self.mechanism != "none" \
+        if result.exit_code not in (0, None) and self.mechanism != "none" and not self._multi_user \
                 and any(message in result.output for message in _USER_SWITCH_FAILURES):
             result = dataclasses.replace(result, output=result.output + USER_SWITCH_NOTE)
         return result

@@ -203,8 +203,8 @@ def convert_item(item: dict[str, Any], *, task_id: str, script_dir: Path | str, 
         task["network_note"] = needs
     switches = _user_switches(task, item, script_dir)
     if switches:
-        task["backends"] = ["docker"]
-        task["backend_note"] = f"acts as another user ({switches}); the local sandbox maps one uid"
+        task["needs_users"] = True
+        task["users_note"] = f"acts as another user ({switches})"
     if isinstance(evaluation, dict):
         match = task["evaluation"].get("match")
         answer = match.get("answer") if isinstance(match, dict) else match

@@ -119,6 +119,12 @@ class OSEnv(AgentEnv[OSTask]):
     def network(self) -> bool:
         return self._network
 
+    @property
+    def multi_user(self) -> bool:
+        """Whether the sandbox can switch users (docker: yes; local: when started by root,
+        see docs/sandbox-local.md). Tasks that declare ``needs_users`` run only then."""
+        return self.sandbox.multi_user
+
     # ----------------------------------------------------------------- hooks
 
     def _start_episode(self, task: OSTask) -> str:

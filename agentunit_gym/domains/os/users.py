@@ -1,10 +1,11 @@
-"""Which OS task scripts act as another user: the local sandbox cannot run them.
+"""Which OS task scripts act as another user: only a sandbox that maps many users runs them.
 
-The local sandbox maps one uid (root inside): ``useradd`` works, but no process can become
-another user and no file can be given to one (docs/sandbox-local.md). The AgentBench loader
-limits an item to the docker backend when one of its scripts (init, start, the example,
-which is the item's gold solution, or a check) runs a command below, so a run on the local
-sandbox lists it as left out (with the reason) instead of failing it.
+The docker sandbox has real users; the local sandbox maps many users only when started by
+root, else one uid (root inside): ``useradd`` works, but no process can become another user
+and no file can be given to one (docs/sandbox-local.md). The AgentBench loader marks an item
+``needs_users`` when one of its scripts (init, start, the example, which is the item's gold
+solution, or a check) runs a command below, so a run whose sandbox maps one uid lists it as
+left out (with the reason) instead of failing it, and a run whose sandbox maps many runs it.
 
 Detected (``#`` comments ignored; each piece between ``&&``, ``||``, ``;``, ``|``, ``&`` and
 subshell brackets read as one command, and the quoted argument of ``-c``):

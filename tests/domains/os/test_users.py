@@ -1,5 +1,6 @@
-"""AgentBench items that act as another user run on docker only: the local sandbox maps one
-uid, so a run there lists them as left out with the reason instead of failing them."""
+"""AgentBench items that act as another user are marked ``needs_users``: they run on docker and
+on a local sandbox that maps many users (started by root); where the sandbox maps one uid, a
+run lists them as left out with the reason instead of failing them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from agentunit_gym.domains.os.agentbench import load_agentbench_os
 from agentunit_gym.domains.os.users import user_commands
+from agentunit_gym.tasks.spec import ONE_UID, left_out_note
 
 CASES = [
     ("su - jack", ["su"]),
@@ -50,7 +52,7 @@ def _item(description: str, **fields: object) -> dict[str, object]:
     return item
 
 
-def test_the_agentbench_loader_limits_such_items_to_docker(tmp_path: Path) -> None:
+def test_the_agentbench_loader_marks_such_items_as_needing_users(tmp_path: Path) -> None:
     base = tmp_path / "data" / "os_interaction"
     (base / "data" / "7").mkdir(parents=True)
     items = [
@@ -64,13 +66,20 @@ def test_the_agentbench_loader_limits_such_items_to_docker(tmp_path: Path) -> No
     ]
     (base / "data" / "7" / "users.json").write_text(json.dumps(items))
     tasks = {t.id: t for t in load_agentbench_os(tmp_path / "data")}
-    assert {i: t.backends for i, t in tasks.items()} == {
-        "std-007-users-00000": ("docker",), "std-007-users-00001": ("docker",),
-        "std-007-users-00002": ("docker",), "std-007-users-00003": None}
-    assert tasks["std-007-users-00000"].not_runnable("local", network=False) == (
-        "not run on local: acts as another user (start: su); the local sandbox maps one uid")
-    assert tasks["std-007-users-00001"].backend_note == (
-        "acts as another user (example: chown jack); the local sandbox maps one uid")
-    assert "check: su" in (tasks["std-007-users-00002"].backend_note or "")
+    assert {i: (t.needs_users, t.backends) for i, t in tasks.items()} == {
+        "std-007-users-00000": (True, None), "std-007-users-00001": (True, None),
+        "std-007-users-00002": (True, None), "std-007-users-00003": (False, None)}
+    # Left out where the sandbox maps one uid (a non-root caller's local sandbox), with the reason.
+    assert tasks["std-007-users-00000"].not_runnable("local", network=False, users=False) == (
+        f"not run on local: acts as another user (start: su); {ONE_UID}")
+    assert tasks["std-007-users-00001"].users_note == "acts as another user (example: chown jack)"
+    assert "check: su" in (tasks["std-007-users-00002"].users_note or "")
+    # Run where users can be switched: docker, or the local sandbox of a root caller.
     assert tasks["std-007-users-00000"].not_runnable("docker", network=False) is None
-    assert tasks["std-007-users-00003"].not_runnable("local", network=False) is None
+    assert tasks["std-007-users-00000"].not_runnable("local", network=False, users=True) is None
+    assert tasks["std-007-users-00003"].not_runnable("local", network=False, users=False) is None
+    suite = list(tasks.values())
+    assert left_out_note(suite, "local", users=False) == (
+        "3 tasks that switch users left out on backend local: it maps one uid here (run as root, or use "
+        "--backend docker)")
+    assert left_out_note(suite, "local", users=True) is None
