@@ -535,7 +535,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             )
         if task.needs_users and not self.multi_user:
             what = f" ({task.users_note})" if task.users_note else ""
-            raise ConfigError(f"task {task.id!r} acts as another user{what}, and this env's sandbox maps one uid: "
+            raise ConfigError(f"task {task.id!r} needs other users{what}, and this env's sandbox maps one uid: "
                               "use backend='docker', or run as root (docs/sandbox-local.md).")
         if task.needs_network and not self.network:
             what = f" ({task.network_note})" if task.network_note else ""

@@ -20,7 +20,8 @@ The range is refused (and the sandbox maps one uid, as for a non-root caller) wh
 it is in use on the host (:func:`range_conflicts`): an ``/etc/subuid`` or ``/etc/subgid``
 range overlapping it, a user or group of the host's ``/etc/passwd`` / ``/etc/group`` in
 it, or a host process (one in our own user namespace) running as a uid in it; or when our
-own user namespace does not map the range (a container with a remapped root).
+own user namespace does not map the range (a container with a remapped root); or when a
+probe (a namespace mapped this way running ``true``, once per process) fails.
 
 Example::
 
@@ -34,7 +35,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import selectors
+import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +52,7 @@ GATE = 'echo map; read -r _ || exit 1; [ "$(id -u):$(id -g)" = 0:0 ] || exit 1; 
 """Runs first in the new, unmapped user namespace: says ``map``, waits for the go line, and
 continues (``exec "$@"``) only if it is now root there."""
 
+_PROBE_TIMEOUT_S = 10.0
 _SUBID_FILES = ("/etc/subuid", "/etc/subgid")
 _ID_FILES = ("/etc/passwd", "/etc/group")
 
@@ -162,7 +167,47 @@ def _root_support() -> Support:
     if conflicts:
         shown = "; ".join(conflicts[:3]) + (f" (and {len(conflicts) - 3} more)" if len(conflicts) > 3 else "")
         return Support(False, f"host ids {BASE}-{last} are in use: {shown}")
+    failure = _probe()
+    if failure is not None:
+        return Support(False, f"mapping host ids {BASE}-{last} failed here: {failure}")
     return Support(True, f"uids 0-{COUNT - 1} map to host {BASE}-{last}")
+
+
+def _probe() -> str | None:
+    """Map a new user namespace as a sandbox's is mapped, and run ``true`` in it; None when that
+    worked, else what went wrong. Every wait has a deadline; the probe is killed on failure."""
+    argv = ["setpriv", f"--reuid={BASE}", f"--regid={BASE}", "--clear-groups", "--",
+            "unshare", "--user", "/bin/sh", "-c", GATE, "gate", "true"]
+    deadline = time.monotonic() + _PROBE_TIMEOUT_S
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                close_fds=True, start_new_session=True)
+    except OSError as exc:
+        return f"could not start the probe: {exc}"
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            if not sel.select(max(0.0, deadline - time.monotonic())):
+                return "the probe did not answer"
+        if proc.stdout.readline() != b"map\n":
+            return "the probe did not reach its user namespace"
+        write_maps(proc.pid)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        return None if code == 0 else f"the mapped probe exited {code}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_PROBE_TIMEOUT_S)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
 
 
 def map_lines(base: int = BASE, count: int = COUNT) -> str:

@@ -3,10 +3,13 @@ episode starts, and the agent's commands run in that shell, on every real sandbo
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from agentunit_gym.domains.os.env import OSEnv
 from agentunit_gym.domains.os.task import OSTask
+from agentunit_gym.errors import ConfigError
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
@@ -32,8 +35,10 @@ def test_start_script_ending_in_su_hands_the_shell_to_jack(backend: str) -> None
     with OSEnv(backend=backend, tasks=[SU_JACK]) as env:
         env.reset(options={"task_id": "start-su-jack"})
         obs, *_ = env.step(_bash("whoami; pwd; cat /tmp/ready"))
-        if backend == "local":
-            # One uid is mapped there: su failed at the start (with a note), root goes on.
+        if not env.multi_user:
+            # One uid is mapped there (a local sandbox not started by root): su failed at the
+            # start (with a note), root goes on.
+            assert backend == "local"
             assert obs == "The output of the OS:\n\nroot\n/root\nready\n"
             return
         assert obs == "The output of the OS:\n\njack\n/home/jack\nready\n"
@@ -65,11 +70,48 @@ INIT_SU = OSTask.model_validate({
 })
 
 
-@pytest.mark.docker
-def test_init_script_ending_in_su_does_not_carry_over() -> None:
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.skipif(
+    os.geteuid() != 0, reason="su needs many users: a local sandbox maps them when started by root")),
+    pytest.param("docker", marks=pytest.mark.docker)])
+def test_init_script_ending_in_su_does_not_carry_over(backend: str) -> None:
     # Init scripts run outside the agent's shell with no terminal (AgentBench: `exec_run`):
     # su's shell reads end-of-file and exits 0, and the agent's shell is root's.
-    with OSEnv(backend="docker", tasks=[INIT_SU]) as env:
+    with OSEnv(backend=backend, tasks=[INIT_SU]) as env:
         env.reset(options={"task_id": "init-su-jack"})
         obs, *_ = env.step(_bash("whoami; id -un jack"))
         assert obs == "The output of the OS:\n\nroot\njack\n"
+
+
+def test_one_uid_local_sandbox_starts_su_items_as_root_and_leaves_out_user_tasks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a non-root caller gets (simulated: the range refused): su fails at the start with the
+    # note, root goes on; tasks that declare needs_users are left out of the env's tasks.
+    from agentunit_gym.backends.sandbox import usermap
+
+    monkeypatch.setattr(usermap, "user_switching", lambda isolation="auto": usermap.Support(False, "test"))
+    chown = OSTask.model_validate({"id": "give-jack", "instruction": "Give /tmp/f to jack.", "needs_users": True,
+                                   "users_note": "acts as another user (example: chown jack)",
+                                   "evaluation": {"match": "x"}})
+    with OSEnv(backend="local", tasks=[SU_JACK, chown]) as env:
+        assert env.multi_user is False
+        assert [t.id for t in env.tasks] == ["start-su-jack"]
+        with pytest.raises(ConfigError, match=r"'give-jack' needs other users \(acts as another user "
+                                              r"\(example: chown jack\)\), and this env's sandbox maps one uid"):
+            env.reset(options={"task_id": "give-jack"})
+        env.reset(options={"task_id": "start-su-jack"})
+        obs, *_ = env.step(_bash("whoami; pwd; cat /tmp/ready"))
+        assert obs == "The output of the OS:\n\nroot\n/root\nready\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a local sandbox maps many users when started by root")
+def test_a_root_callers_local_env_runs_user_tasks() -> None:
+    chown = OSTask.model_validate({"id": "give-jack", "instruction": "Give /tmp/f to jack.", "needs_users": True,
+                                   "init": ["useradd -m jack; touch /tmp/f"],
+                                   "evaluation": {"check": ['[ "$(stat -c %U /tmp/f)" = jack ]']},
+                                   "reference_solution": [{"bash": "chown jack /tmp/f"}, {"finish": None}]})
+    with OSEnv(backend="local", tasks=[chown]) as env:
+        assert env.multi_user is True and [t.id for t in env.tasks] == ["give-jack"]
+        env.reset(options={"task_id": "give-jack"})
+        env.step(_bash("chown jack /tmp/f"))
+        _, reward, terminated, _, _ = env.step("Act: finish")
+        assert terminated and reward == 1.0

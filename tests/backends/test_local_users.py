@@ -1,0 +1,228 @@
+"""Many users in the local sandbox (``usermap``): a root caller's sandbox maps uids 0-65535 to
+host 2000000000-2000065535, so ``su``, ``runuser``, ``chown jack`` work as on docker; any
+other caller's sandbox maps one uid and ``su`` fails at once with a note."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentunit_gym.backends.sandbox import local, usermap
+from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, USER_SWITCH_NOTE, LocalSandbox
+from agentunit_gym.errors import BackendError
+
+MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
+HOST_RANGE = range(usermap.BASE, usermap.BASE + usermap.COUNT)
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox maps many users (CI runs as root)")
+
+
+# ------------------------------------------------------------------ the decision
+
+
+def test_the_range_is_the_root_callers_uid_and_the_next_65535() -> None:
+    assert usermap.BASE == ROOT_CALLER_UID == 2_000_000_000
+    assert usermap.map_lines() == "0 2000000000 65536\n"
+
+
+def _host(tmp_path: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(tmp_path)
+
+
+def test_a_free_range_has_no_conflicts(tmp_path: Path) -> None:
+    root = _host(tmp_path, {
+        "etc/subuid": "alice:100000:65536\n# comment\nbob:165536:65536\n",
+        "etc/subgid": "alice:100000:65536\n",
+        "etc/passwd": "root:x:0:0::/root:/bin/bash\nnobody:x:65534:65534::/:/usr/sbin/nologin\n",
+        "etc/group": "root:x:0:\n",
+        "proc/1/status": "Name:\tinit\nUid:\t0\t0\t0\t0\n",
+        "proc/77/status": f"Name:\tlauncher\nUid:\t{usermap.BASE}\t{usermap.BASE}\t{usermap.BASE}\t{usermap.BASE}\n",
+    })
+    assert usermap.range_conflicts(root=root) == []
+
+
+def test_every_kind_of_use_of_the_range_is_a_conflict(tmp_path: Path) -> None:
+    inside = usermap.BASE + 1000
+    root = _host(tmp_path, {
+        # A range that starts below ours and reaches into it; one that starts at its last id.
+        "etc/subuid": f"alice:{usermap.BASE - 10}:11\nbob:{usermap.BASE + usermap.COUNT - 1}:5\n"
+                      f"carol:{usermap.BASE + usermap.COUNT}:10\n",
+        "etc/subgid": f"dave:{usermap.BASE - 10}:10\n",  # ends just below: free
+        "etc/passwd": f"svc:x:{inside}:100::/:/bin/false\n",
+        "etc/group": f"grp:x:{usermap.BASE + usermap.COUNT - 1}:\n",
+        "proc/55/status": f"Name:\td\nUid:\t0\t{inside}\t0\t0\n",
+    })
+    found = usermap.range_conflicts(root=root)
+    assert found == [
+        f"/etc/subuid: alice:{usermap.BASE - 10}:11", f"/etc/subuid: bob:{usermap.BASE + usermap.COUNT - 1}:5",
+        f"/etc/passwd: svc ({inside})", f"/etc/group: grp ({usermap.BASE + usermap.COUNT - 1})",
+        f"host process 55 runs as uid {inside}",
+    ]
+
+
+def test_a_non_root_caller_keeps_one_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    support = usermap.user_switching("auto")
+    assert not support.ok and "not root" in support.reason and "newuidmap" in support.reason
+    assert not usermap.user_switching("none").ok
+    assert LocalSandbox().multi_user is False
+
+
+@as_root
+def test_a_range_in_use_on_the_host_keeps_one_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usermap, "range_conflicts", lambda *a, **k: ["/etc/subuid: x:2000000000:65536"])
+    usermap._root_support.cache_clear()
+    try:
+        support = usermap.user_switching("auto")
+        assert not support.ok and "in use" in support.reason and "/etc/subuid" in support.reason
+        with LocalSandbox(isolation="unshare") as sb:
+            assert sb.multi_user is False
+            result = sb.shell("useradd jack && su - jack -c id", timeout=10)
+            assert result.exit_code == 1 and USER_SWITCH_NOTE in result.output
+    finally:
+        usermap._root_support.cache_clear()
+
+
+@as_root
+def test_without_a_pids_cgroup_one_uid_is_mapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    # RLIMIT_NPROC counts per uid: with many users it would not bound the sandbox.
+    monkeypatch.setattr(local._PidsCgroup, "create", classmethod(lambda cls, limit: None))
+    monkeypatch.setattr(local._PidsCgroup, "_candidate_parents", staticmethod(lambda: iter(())))
+    sb = LocalSandbox(isolation="unshare")
+    assert sb.multi_user is False
+    with sb:
+        assert sb.multi_user is False
+        assert sb.shell("cat /proc/self/uid_map").output.split() == ["0", str(ROOT_CALLER_UID), "1"]
+
+
+@as_root
+def test_the_prediction_before_start_holds() -> None:
+    sb = LocalSandbox()
+    predicted = sb.multi_user
+    with sb:
+        assert sb.multi_user is predicted is True
+
+
+# ------------------------------------------------------------------ a root caller's sandbox
+
+
+@pytest.fixture(scope="module", params=MECHANISMS)
+def users_box(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
+    if os.geteuid() != 0:
+        pytest.skip("only a root caller's sandbox maps many users (CI runs as root)")
+    sb = LocalSandbox(isolation=request.param)
+    sb.start()
+    assert sb.mechanism == request.param and sb.multi_user
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+def box(users_box: LocalSandbox) -> LocalSandbox:
+    users_box.reset()
+    users_box.run("useradd -m -s /bin/bash jack")
+    return users_box
+
+
+def test_the_map_is_the_range(box: LocalSandbox) -> None:
+    for name in ("uid_map", "gid_map"):
+        assert box.shell(f"cat /proc/self/{name}").output.split() == ["0", str(usermap.BASE), str(usermap.COUNT)]
+
+
+def test_su_and_runuser_switch_users(box: LocalSandbox) -> None:
+    assert box.shell("su - jack -c id").output == "uid=1001(jack) gid=1001(jack) groups=1001(jack)\n"
+    assert box.shell("su jack -c 'id -un; echo $HOME'").output == "jack\n/home/jack\n"
+    assert box.shell("runuser -u jack -- id -un").output == "jack\n"
+    # jack is not root: root's files stay closed to him.
+    denied = box.shell("su jack -c 'touch /root/x'")
+    assert denied.exit_code == 1 and "Permission denied" in denied.output and USER_SWITCH_NOTE not in denied.output
+
+
+def test_su_nests_until_exit(box: LocalSandbox) -> None:
+    box.shell("cd /tmp; export OUTER=kept")
+    started = time.monotonic()
+    assert (box.shell("su - jack", timeout=10).output, time.monotonic() - started < 5) == ("", True)
+    assert box.shell('whoami; echo "$0"; pwd').output == "jack\n-bash\n/home/jack\n"
+    assert box.shell("exit").exit_code == 0
+    assert box.shell('whoami; pwd; echo "$OUTER"').output == "root\n/tmp\nkept\n"
+
+
+def test_chown_chgrp_and_files_owned_by_users(box: LocalSandbox) -> None:
+    out = box.shell("groupadd devs && echo x > /tmp/f && chown jack /tmp/f && chgrp devs /tmp/f "
+                    "&& stat -c '%U %G' /tmp/f && su jack -c 'echo mine > /tmp/g' && stat -c '%U %u' /tmp/g")
+    assert out.output == "jack devs\njack 1001\n"
+    # On the host the files belong to the mapped uids (and gids) of the range.
+    host_tmp = Path(box._current().writable("/tmp"))
+    f, g = os.stat(host_tmp / "f"), os.stat(host_tmp / "g")
+    assert (f.st_uid, g.st_uid, g.st_gid) == (usermap.BASE + 1001, usermap.BASE + 1001, usermap.BASE + 1001)
+    assert f.st_gid == usermap.BASE + int(box.shell("getent group devs | cut -d: -f3").output)
+    # jack cannot take root's file, and root can take his back.
+    assert box.shell("su jack -c 'chown jack /etc/hostname'").exit_code == 1
+    assert box.shell("chown root:root /tmp/g && stat -c %U /tmp/g").output == "root\n"
+
+
+def test_useradd_then_acting_as_the_user_across_the_images_users(box: LocalSandbox) -> None:
+    # The /etc template's own user (agent, uid 1000) and a new one with a chosen uid.
+    out = box.shell("useradd -u 4242 -m ana && su ana -c 'id -u; touch ~/note; stat -c %U ~/note' "
+                    "&& su agent -s /bin/sh -c 'id -un'")
+    assert out.output == "4242\nana\nagent\n"
+
+
+def test_no_process_of_the_box_runs_as_a_host_uid_outside_the_range(box: LocalSandbox) -> None:
+    box.shell("su jack -c 'sleep 300' > /dev/null 2>&1 & runuser -u jack -- sleep 301 & sleep 302 &")
+    cgroup = box._cgroup
+    assert cgroup is not None  # every process of the sandbox is in it (the holders too)
+    deadline = time.monotonic() + 5
+    while True:
+        uids = {pid: usermap.uids_of(pid) for pid in cgroup.pids()}
+        seen = {u for ids in uids.values() if ids for u in ids}
+        if usermap.BASE + 1001 in seen or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert usermap.BASE + 1001 in seen  # jack's sleeps, as the host sees them
+    assert len(uids) >= 5
+    outside = {pid: ids for pid, ids in uids.items() if ids and any(u not in HOST_RANGE for u in ids)}
+    assert outside == {}
+
+
+def test_reset_drops_the_users(box: LocalSandbox) -> None:
+    box.reset()
+    result = box.shell("id jack; su - jack -c id")
+    assert result.exit_code == 1 and "no such user" in result.output
+
+
+# ------------------------------------------------------------------ failing closed
+
+
+@as_root
+def test_an_unmapped_namespace_never_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # If the maps were not written, the gate is not root in its namespace and stops: the
+    # sandbox refuses to start rather than run anything unmapped.
+    monkeypatch.setattr(usermap, "write_maps", lambda pid, *a: None)
+    for mechanism in ("unshare", "bwrap"):
+        sb = LocalSandbox(isolation=mechanism, warm_spare=False)
+        started = time.monotonic()
+        with pytest.raises(BackendError, match="did not start"):
+            sb.start()
+        assert time.monotonic() - started < 15
+        sb.close()
+
+
+@as_root
+def test_a_refused_map_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(pid: int, *args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(usermap, "write_maps", refuse)
+    sb = LocalSandbox(isolation="unshare", warm_spare=False)
+    with pytest.raises(BackendError, match="could not map the local sandbox's users"):
+        sb.start()
+    sb.close()
