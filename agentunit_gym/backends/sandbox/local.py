@@ -13,15 +13,16 @@ Layout of one sandbox:
   checkout) is mounted. ``/proc`` and ``/dev`` are private and minimal; there is no
   network. Root inside maps to one unprivileged host uid: the caller's own, or, when the
   caller is root, :data:`ROOT_CALLER_UID` (the holder and every process entering the
-  sandbox drop to it with ``setpriv`` first). The holder waits on a pipe from us, so when
+  sandbox drop to it with ``setpriv`` first), followed then by uids 1-65535 inside
+  (:mod:`~agentunit_gym.backends.sandbox.usermap`: :attr:`LocalSandbox.multi_user`). The holder waits on a pipe from us, so when
   our process goes away the whole pid namespace goes with it.
 * the agent's **persistent shell** and every one-off ``run()`` enter the holder's
   namespaces with ``nsenter``, so init scripts and checks see exactly what the agent sees
   (files and processes) without going through the agent's shell.
 * shells nest as in a terminal: a command that starts another interactive shell (``bash``,
   ``sh``) hands it the terminal, and the next commands are written there as lines until it
-  exits (the supervisor's shell detection is shared; see docs/sandbox-docker.md). ``su``
-  cannot switch users here (one uid is mapped): it fails at once, with a note.
+  exits (the supervisor's shell detection is shared; see docs/sandbox-docker.md); ``su -
+  jack`` too where many users are mapped. With one uid, ``su`` fails at once, with a note.
 * all of that (dirs, holder, shell) is one **box**. ``reset()`` kills the box's holder (the
   kernel then kills every process of the pid namespace), deletes its dirs in the
   background and continues in a **warm spare** box, started in the background after the
