@@ -14,8 +14,9 @@ Layout of one sandbox:
   network. Root inside maps to one unprivileged host uid: the caller's own, or, when the
   caller is root, :data:`ROOT_CALLER_UID` (the holder and every process entering the
   sandbox drop to it with ``setpriv`` first), followed then by uids 1-65535 inside
-  (:mod:`~agentunit_gym.backends.sandbox.usermap`: :attr:`LocalSandbox.multi_user`). The holder waits on a pipe from us, so when
-  our process goes away the whole pid namespace goes with it.
+  (:mod:`~agentunit_gym.backends.sandbox.usermap`: :attr:`LocalSandbox.multi_user`). The
+  holder waits on a pipe from us, so when our process goes away the whole pid namespace
+  goes with it.
 * the agent's **persistent shell** and every one-off ``run()`` enter the holder's
   namespaces with ``nsenter``, so init scripts and checks see exactly what the agent sees
   (files and processes) without going through the agent's shell.
