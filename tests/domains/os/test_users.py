@@ -5,11 +5,13 @@ run lists them as left out with the reason instead of failing them."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from agentunit_gym.domains.os.agentbench import load_agentbench_os
+from agentunit_gym.domains.os.env import OSEnv
 from agentunit_gym.domains.os.users import user_commands
 from agentunit_gym.tasks.spec import ONE_UID, left_out_note
 
@@ -83,3 +85,36 @@ def test_the_agentbench_loader_marks_such_items_as_needing_users(tmp_path: Path)
         "3 tasks that switch users left out on backend local: it maps one uid here (run as root, or use "
         "--backend docker)")
     assert left_out_note(suite, "local", users=True) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a local sandbox maps many users when started by root (CI runs as root)")
+def test_user_items_run_on_a_root_callers_local_sandbox_with_the_oracle(tmp_path: Path) -> None:
+    base = tmp_path / "data" / "os_interaction"
+    (base / "data" / "6").mkdir(parents=True)
+    items = [
+        # Init gives a file to jack and ends in `su - jack` (no terminal there: it exits at once).
+        _item("What does ~jack/run print?", labels=["user"], evaluation={"match": "k41"}, create={"init": {"code": (
+            "useradd -s /bin/bash -m lee && cd /home/lee && echo 'echo k41' > run && chmod 000 run "
+            "&& chown lee run && su - lee")}}),
+        # The example changes groups, the check reads the file as each user with runuser.
+        _item("Let ana and bo read /tmp/memo, not cy.", labels=["user"], create={"init": {"code": (
+            "echo memo > /tmp/memo && for u in ana bo cy; do useradd -m $u; done")}},
+            evaluation={"check": [{"code": "(runuser -l ana -c 'cat /tmp/memo' && runuser -l bo -c 'cat /tmp/memo' "
+                                            "&& runuser -l cy -c 'cat /tmp/memo') | [ \"$(cat -)\" = "
+                                            "\"memo\"$'\\n'\"memo\" ]"}],
+                        "example": {"code": "groupadd rd && usermod -aG rd ana && usermod -aG rd bo "
+                                            "&& chmod 640 /tmp/memo && chgrp rd /tmp/memo"}}),
+    ]
+    (base / "data" / "6" / "users.json").write_text(json.dumps(items))
+    tasks = load_agentbench_os(tmp_path / "data")
+    assert [t.needs_users for t in tasks] == [True, True]
+    with OSEnv(backend="local", tasks=tasks) as env:
+        assert env.multi_user and [t.id for t in env.tasks] == [t.id for t in tasks]
+        for task in tasks:
+            env.reset(options={"task_id": task.id})
+            reward = 0.0
+            for step in task.reference_solution:
+                _, reward, terminated, _, info = env.step(env.render_action(step))
+                if terminated:
+                    break
+            assert reward == 1.0, (task.id, info)
