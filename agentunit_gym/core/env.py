@@ -211,8 +211,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def tasks(self) -> list[TaskT]:
         """The tasks this env can run on its backend (and with its network setting, and whether
         it can switch users)."""
-        return [t for t in self._all_tasks
-                if t.not_runnable(self.backend_name, network=self.network, users=self.multi_user) is None]
+        backend, network, users = self.backend_name, self.network, self.multi_user
+        return [t for t in self._all_tasks if t.not_runnable(backend, network=network, users=users) is None]
 
     @property
     def suite(self) -> list[TaskT]:

@@ -226,3 +226,24 @@ def test_a_refused_map_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(BackendError, match="could not map the local sandbox's users"):
         sb.start()
     sb.close()
+
+
+def test_a_fork_bomb_as_jack_is_contained(box: LocalSandbox) -> None:
+    # Other users' processes count against the same pids cgroup, and the runaway killer (host
+    # root) ends them after the command, as it does root's.
+    box.shell("sleep 300 &")
+    bomb = box.shell("su jack -c ':(){ :|:& };:'", timeout=5)
+    assert "processes this command left running were killed" in bomb.output
+    for _ in range(3):
+        started = time.monotonic()
+        assert box.shell("echo ok", timeout=5).output == "ok\n" and time.monotonic() - started < 2
+    assert box.shell("jobs | grep -c 'sleep 300'").output == "1\n"
+
+
+def test_a_timeout_inside_su_keeps_jacks_shell(box: LocalSandbox) -> None:
+    assert box.shell("su - jack", timeout=10).exit_code == 0
+    started = time.monotonic()
+    hung = box.shell("sleep 1000", timeout=1)
+    assert hung.timed_out and time.monotonic() - started < 1 + 4
+    assert box.shell("whoami").output == "jack\n"
+    assert box.shell("exit").exit_code == 0 and box.shell("whoami").output == "root\n"
