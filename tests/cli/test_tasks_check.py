@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentunit_gym.tasks.spec import ONE_UID
 from tests.cli.clitools import cli
 from tests.domains.db.test_agentbench import DEV
 
@@ -138,3 +140,39 @@ def test_a_run_the_evaluator_stops_early_counts_the_rest_as_not_run(
     assert (row.loaded, row.ran, row.passed, len(row.not_run)) == (3, 1, 1, 2)
     assert {f.where for f in row.not_run} == {"dev-00001", "dev-00002"}
     assert row.top_reasons() == [("not run: the oracle run stopped early", 2)]
+
+
+USERS = """- id: tc-plain
+  instruction: Say hi.
+  evaluation: {match: hi}
+  reference_solution: [{tool: answer, arguments: {answer: hi}}]
+- id: tc-as-jack
+  instruction: Who owns /tmp/f?
+  init: ["useradd -M jack && touch /tmp/f && chown jack /tmp/f"]
+  evaluation: {match: jack}
+  needs_users: true
+  users_note: gives a file to jack
+  reference_solution:
+    - {tool: bash, arguments: {script: "stat -c %U /tmp/f"}}
+    - {tool: answer, arguments: {answer: jack}}
+"""
+
+
+@pytest.mark.parametrize("many", [pytest.param(True, marks=pytest.mark.skipif(
+    os.geteuid() != 0, reason="a local sandbox maps many users when started by root")), False])
+def test_items_that_switch_users_run_where_the_sandbox_maps_many(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool) -> None:
+    from agentunit_gym.backends.sandbox import usermap
+    from agentunit_gym.eval.taskcheck import check_tasks
+
+    if not many:  # what a non-root caller's sandbox decides
+        monkeypatch.setattr(usermap, "user_switching", lambda isolation="auto": usermap.Support(False, "one uid"))
+    native = tmp_path / "users.yaml"
+    native.write_text(USERS, encoding="utf-8")
+    [row] = check_tasks([native], backends=("local",)).files
+    if many:
+        assert (row.ran, row.passed, row.not_run) == (2, 2, [])
+    else:
+        assert (row.ran, row.passed) == (1, 1)
+        assert [(f.where, f.reason) for f in row.not_run] == [
+            ("tc-as-jack", f"not run on local: gives a file to jack; {ONE_UID}")]
