@@ -169,6 +169,12 @@ def test_chown_chgrp_and_files_owned_by_users(box: LocalSandbox) -> None:
     assert box.shell("chown root:root /tmp/g && stat -c %U /tmp/g").output == "root\n"
 
 
+def test_the_templates_user_owns_its_home(box: LocalSandbox) -> None:
+    out = box.shell("stat -c '%U %G' /home/agent && su - agent -c 'touch ~/x && stat -c %U ~/x'")
+    assert out.output == "agent agent\nagent\n"
+    assert box.shell("stat -c %U /home /root").output == "root\nroot\n"
+
+
 def test_useradd_then_acting_as_the_user_across_the_images_users(box: LocalSandbox) -> None:
     # The /etc template's own user (agent, uid 1000) and a new one with a chosen uid.
     out = box.shell("useradd -u 4242 -m ana && su ana -c 'id -u; touch ~/note; stat -c %U ~/note' "

@@ -1105,6 +1105,8 @@ class LocalSandbox(Sandbox):
                 "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
 
     def _start_holder(self, box: _Box) -> None:
+        if self._multi_user:  # /home/agent is agent's, as in the docker image
+            usermap.give_homes(box.writable("/etc"), box.writable("/home"))
         holder = self._spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, in_sandbox=False)
         box.holder = holder

@@ -232,6 +232,21 @@ def write_maps(pid: int, base: int = BASE, count: int = COUNT) -> None:
             os.close(fd)
 
 
+def give_homes(etc: Path, home: Path, base: int = BASE) -> None:
+    """Give each existing dir under ``home`` (a box's ``/home``, on the host) to the user of
+    ``etc/passwd`` whose home it is, as the host sees that user (``base`` + uid): what
+    ``useradd --create-home`` left in an image (the template's ``agent`` owns ``/home/agent``)."""
+    for line in _lines(etc / "passwd"):
+        parts = line.split(":")
+        if len(parts) < 6 or not (parts[2].isdigit() and parts[3].isdigit()) or not parts[5].startswith("/home/"):
+            continue
+        uid, gid = int(parts[2]), int(parts[3])
+        path = home / parts[5][len("/home/"):]
+        if 0 < uid < COUNT and 0 <= gid < COUNT and "/" not in parts[5][len("/home/"):] \
+                and path.is_dir() and not path.is_symlink():
+            os.lchown(path, base + uid, base + gid)
+
+
 def uids_of(pid: int) -> tuple[int, ...] | None:
     """Real, effective, saved and filesystem uids of ``pid`` as the host sees them; None when it is gone."""
     with contextlib.suppress(OSError):
