@@ -199,6 +199,15 @@ def test_no_process_of_the_box_runs_as_a_host_uid_outside_the_range(box: LocalSa
     assert outside == {}
 
 
+def test_the_hosts_setuid_programs_do_not_raise_a_user(box: LocalSandbox) -> None:
+    # Their owner (host root) is not mapped, so the kernel ignores the setuid bit: `newgrp`
+    # run by jack cannot change his group (on docker it can). Root's own newgrp works.
+    box.run("groupadd g2 && usermod -aG g2 jack")
+    denied = box.shell("echo 'id -gn' | su jack -c 'newgrp g2'")
+    assert "setgid: Operation not permitted" in denied.output and "g2" not in denied.output
+    assert box.shell("echo 'id -gn' | newgrp g2").output == "g2\n"
+
+
 def test_reset_drops_the_users(box: LocalSandbox) -> None:
     box.reset()
     result = box.shell("id jack; su - jack -c id")
