@@ -262,3 +262,29 @@ def test_a_timeout_inside_su_keeps_jacks_shell(box: LocalSandbox) -> None:
     assert hung.timed_out and time.monotonic() - started < 1 + 4
     assert box.shell("whoami").output == "jack\n"
     assert box.shell("exit").exit_code == 0 and box.shell("whoami").output == "root\n"
+
+
+def _readable_by_others(path: Path) -> bool:
+    return all(os.stat(p).st_mode & 0o005 == 0o005 for p in [*path.parents, path] if p != path) \
+        and os.stat(path).st_mode & 0o004 != 0
+
+
+@as_root
+def test_a_real_non_root_caller_is_refused_with_the_reason() -> None:
+    # usermap needs only the standard library: run its decision as nobody, for real.
+    import shutil
+    import subprocess
+    import sys
+
+    source = Path(usermap.__file__)
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    if not _readable_by_others(source) or not _readable_by_others(Path(python)):
+        pytest.skip("the checkout or a python is not readable by other users here")
+    code = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('usermap', sys.argv[1])\n"
+            "m = sys.modules['usermap'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "s = m.user_switching('auto'); print(s.ok, s.reason)\n")
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", python, "-c", code,
+                           str(source)], capture_output=True, text=True, timeout=30, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("False the caller is not root: mapping more than its own uid would need newuidmap")
