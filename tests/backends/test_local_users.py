@@ -21,6 +21,22 @@ HOST_RANGE = range(usermap.BASE, usermap.BASE + usermap.COUNT)
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox maps many users (CI runs as root)")
 
 
+def many_users_unavailable() -> str | None:
+    """Why this machine cannot give a local sandbox many users (tests that need them are then
+    skipped), None when it can. Checked from the machine's side (root, a writable pids
+    cgroup, the range free), so that a regression in the mapping fails instead of skipping."""
+    if os.geteuid() != 0:
+        return "only a root caller's sandbox maps many users (CI runs as root)"
+    if not any(True for _ in local._PidsCgroup._candidate_parents()):
+        return "no writable pids cgroup here: the local sandbox then maps one uid"
+    if usermap.range_conflicts():
+        return f"host ids from {usermap.BASE} are in use here: the local sandbox then maps one uid"
+    return None
+
+
+many_users = pytest.mark.skipif(many_users_unavailable() is not None, reason=str(many_users_unavailable()))
+
+
 # ------------------------------------------------------------------ the decision
 
 
@@ -103,7 +119,7 @@ def test_without_a_pids_cgroup_one_uid_is_mapped(monkeypatch: pytest.MonkeyPatch
         assert sb.shell("cat /proc/self/uid_map").output.split() == ["0", str(ROOT_CALLER_UID), "1"]
 
 
-@as_root
+@many_users
 def test_the_prediction_before_start_holds() -> None:
     sb = LocalSandbox()
     predicted = sb.multi_user
@@ -116,8 +132,9 @@ def test_the_prediction_before_start_holds() -> None:
 
 @pytest.fixture(scope="module", params=MECHANISMS)
 def users_box(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
-    if os.geteuid() != 0:
-        pytest.skip("only a root caller's sandbox maps many users (CI runs as root)")
+    reason = many_users_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
     sb = LocalSandbox(isolation=request.param)
     sb.start()
     assert sb.mechanism == request.param and sb.multi_user
@@ -217,7 +234,7 @@ def test_reset_drops_the_users(box: LocalSandbox) -> None:
 # ------------------------------------------------------------------ failing closed
 
 
-@as_root
+@many_users
 def test_an_unmapped_namespace_never_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     # If the maps were not written, the gate is not root in its namespace and stops: the
     # sandbox refuses to start rather than run anything unmapped.
@@ -231,7 +248,7 @@ def test_an_unmapped_namespace_never_starts(monkeypatch: pytest.MonkeyPatch) -> 
         sb.close()
 
 
-@as_root
+@many_users
 def test_a_refused_map_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(pid: int, *args: object) -> None:
         raise PermissionError(1, "Operation not permitted")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentunit_gym.tasks.spec import ONE_UID
+from tests.backends.test_local_users import many_users
 from tests.cli.clitools import cli
 from tests.domains.db.test_agentbench import DEV
 
@@ -158,8 +158,7 @@ USERS = """- id: tc-plain
 """
 
 
-@pytest.mark.parametrize("many", [pytest.param(True, marks=pytest.mark.skipif(
-    os.geteuid() != 0, reason="a local sandbox maps many users when started by root")), False])
+@pytest.mark.parametrize("many", [pytest.param(True, marks=many_users), False])
 def test_items_that_switch_users_run_where_the_sandbox_maps_many(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool) -> None:
     from agentunit_gym.backends.sandbox import usermap

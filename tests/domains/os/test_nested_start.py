@@ -3,13 +3,12 @@ episode starts, and the agent's commands run in that shell, on every real sandbo
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from agentunit_gym.domains.os.env import OSEnv
 from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.errors import ConfigError
+from tests.backends.test_local_users import many_users
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
@@ -70,8 +69,7 @@ INIT_SU = OSTask.model_validate({
 })
 
 
-@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.skipif(
-    os.geteuid() != 0, reason="su needs many users: a local sandbox maps them when started by root")),
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=many_users),
     pytest.param("docker", marks=pytest.mark.docker)])
 def test_init_script_ending_in_su_does_not_carry_over(backend: str) -> None:
     # Init scripts run outside the agent's shell with no terminal (AgentBench: `exec_run`):
@@ -103,7 +101,7 @@ def test_one_uid_local_sandbox_starts_su_items_as_root_and_leaves_out_user_tasks
         assert obs == "The output of the OS:\n\nroot\n/root\nready\n"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a local sandbox maps many users when started by root")
+@many_users
 def test_a_root_callers_local_env_runs_user_tasks() -> None:
     chown = OSTask.model_validate({"id": "give-jack", "instruction": "Give /tmp/f to jack.", "needs_users": True,
                                    "init": ["useradd -m jack; touch /tmp/f"],

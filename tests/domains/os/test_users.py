@@ -5,7 +5,6 @@ run lists them as left out with the reason instead of failing them."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from agentunit_gym.domains.os.agentbench import load_agentbench_os
 from agentunit_gym.domains.os.env import OSEnv
 from agentunit_gym.domains.os.users import user_commands
 from agentunit_gym.tasks.spec import ONE_UID, left_out_note
+from tests.backends.test_local_users import many_users
 
 CASES = [
     ("su - jack", ["su"]),
@@ -87,7 +87,7 @@ def test_the_agentbench_loader_marks_such_items_as_needing_users(tmp_path: Path)
     assert left_out_note(suite, "local", users=True) is None
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a local sandbox maps many users when started by root (CI runs as root)")
+@many_users
 def test_user_items_run_on_a_root_callers_local_sandbox_with_the_oracle(tmp_path: Path) -> None:
     base = tmp_path / "data" / "os_interaction"
     (base / "data" / "6").mkdir(parents=True)
