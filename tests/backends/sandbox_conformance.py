@@ -335,6 +335,48 @@ class SandboxConformance:
         assert after_reset.exit_code == 0 and pristine.exit_code == 0
         assert after_reset.output == pristine.output
 
+    def test_reset_leaves_nothing_anywhere_the_agent_can_write(self, sandbox: Sandbox, sandbox_kind: str) -> None:
+        # Everywhere root without mount rights can leave something for the next episode: every
+        # writable tree (/etc too, with a changed mode and an extended attribute on a dir),
+        # /dev/shm, System V IPC, and daemons started by the shell and by run().
+        hostile = r"""
+        echo 'intruder:x:0:0::/root:/bin/bash' >> /etc/passwd; echo x > /etc/planted; chmod 700 /etc/ssl
+        sed -i 's/root/ROOT/' /etc/group; chmod 600 /etc/hosts; ln /etc/hostname /etc/hostname-link
+        mkdir -p /run/r /var/log/l /var/lib/x && echo 1 > /run/r/f && echo 2 > /var/log/l/f
+        echo 3 > /dev/shm/planted; ipcmk -M 4096 >/dev/null; ipcmk -Q >/dev/null
+        python3 -c "import os; [os.setxattr(p, 'user.planted', b'1') for p in ('/etc/ssl', '/etc/shells')]"
+        (setsid sleep 600 >/dev/null 2>&1 < /dev/null &)
+        """
+        view = r"""
+        find /etc /run /var /dev/shm -xdev -printf '%p %M %s\n' 2>/dev/null | sort | md5sum
+        find /etc -xdev -type f -exec md5sum {} + | sort | md5sum; find /etc -xdev -type f -links +1 | wc -l
+        ls /dev/shm | wc -l; ipcs -m | grep -c '^0x'; ipcs -q | grep -c '^0x'
+        python3 -c "import os; print([os.listxattr(p) for p in ('/etc/ssl', '/etc/shells')])"
+        """
+        sandbox.shell(hostile)
+        sandbox.run("nohup sleep 601 >/dev/null 2>&1 &")
+        assert count_procs(sandbox, "sleep") == 2
+        assert sandbox.shell("ls /dev/shm; ipcs -m | grep -c '^0x'").output.split() == ["planted", "1"]
+        sandbox.reset()
+        after_reset = sandbox.shell(view)
+        with make_sandbox(sandbox_kind) as fresh:
+            pristine = fresh.shell(view)
+        assert after_reset.exit_code == 0 and pristine.exit_code == 0
+        assert after_reset.output == pristine.output
+        assert after_reset.output.splitlines()[2:] == ["0", "0", "0", "0", "[[], []]"]
+        assert count_procs(sandbox, "sleep") == 0
+
+    def test_the_agent_holds_dockers_capabilities_only(self, sandbox: Sandbox) -> None:
+        # CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID NET_BIND_SERVICE AUDIT_WRITE:
+        # no mounting, no network or hostname changes, in the shell and in run() alike.
+        expected = sum(1 << bit for bit in (0, 1, 3, 4, 5, 6, 7, 10, 29))
+        caps = "grep -E '^Cap(Eff|Bnd)' /proc/self/status | awk '{print $2}'"
+        for output in (sandbox.shell(caps).output, sandbox.run(caps).output):
+            assert [int(x, 16) for x in output.split()] == [expected, expected]
+        denied = sandbox.shell("mount -t tmpfs none /tmp 2>&1; echo $?; hostname other 2>&1; echo $?; hostname")
+        lines = denied.output.splitlines()
+        assert lines[-1] != "other" and "0" not in (lines[1], lines[-2])
+
     def test_reset_is_repeatable(self, sandbox: Sandbox) -> None:
         for i in range(3):
             sandbox.shell(f"echo {i} > /tmp/n.txt")

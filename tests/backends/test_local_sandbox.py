@@ -418,6 +418,65 @@ def test_killed_sandbox_raises_and_reset_recovers(sandbox: LocalSandbox) -> None
     assert sandbox.shell("echo hello; ls -A /tmp").output == "hello\n"
 
 
+def test_reset_is_in_place_and_kills_every_process_of_the_episode(sandbox: LocalSandbox) -> None:
+    box = sandbox._box
+    assert box is not None and box.holder is not None and box.shell is not None
+    holder, shell = box.holder.pid, box.shell
+    sandbox.shell("sleep 300 & (setsid sleep 301 >/dev/null 2>&1 &); echo x > /tmp/x; cd /tmp")
+    sandbox.run("nohup sleep 302 >/dev/null 2>&1 &")
+    agent = sandbox._agent_init(box)
+    assert agent is not None
+    in_episode = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                  if _same_pid_namespace(pid, agent)]
+    assert len(in_episode) >= 4  # the shell and three sleeps
+    sandbox.reset()
+    assert sandbox._box is box and box.holder is not None and box.holder.pid == holder  # the same namespaces
+    assert box.shell is not shell
+    assert not [pid for pid in in_episode if os.path.exists(f"/proc/{pid}")]  # gone when reset returned
+    assert sandbox.shell("pwd; ls -A /tmp").output == "/root\n"
+    assert count_procs(sandbox, "sleep") == 0
+
+
+def _same_pid_namespace(pid: int, other: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino == os.stat(f"/proc/{other}/ns/pid").st_ino
+    except OSError:
+        return False
+
+
+def test_a_box_whose_mounts_moved_is_replaced_on_reset(sandbox: LocalSandbox) -> None:
+    # Renaming a dir of /etc moves the read-only trees mounted inside it: reset cannot put that
+    # back in place, so it starts a new box, where /etc/ssl/certs is the template's again.
+    box = sandbox._box
+    assert box is not None
+    certs = sandbox.shell("ls /etc/ssl/certs | wc -l").output
+    assert int(certs) > 0
+    moved = sandbox.shell("mv /etc/ssl /etc/ssl-moved && ls /etc/ssl-moved/certs | wc -l")
+    assert moved.exit_code == 0 and moved.output == certs
+    sandbox.reset()
+    assert sandbox._box is not box
+    assert sandbox.shell("ls /etc/ssl/certs | wc -l; ls -d /etc/ssl-moved 2>&1 | grep -c 'No such'").output \
+        == f"{certs}1\n"
+    assert sandbox.shell("touch /etc/ssl/certs/x 2>&1").exit_code != 0  # read-only again
+
+
+def test_a_command_run_with_no_agent_shell_makes_the_next_reset_replace_the_box(sandbox: LocalSandbox) -> None:
+    # With the agent's shell gone, run() enters the box's own namespaces: what it leaves there
+    # is not the agent's to clear, so the box is not reused.
+    box = sandbox._box
+    assert box is not None
+    agent = sandbox._agent_init(box)
+    assert agent is not None
+    os.kill(agent, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{agent}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sandbox.run("nohup sleep 303 >/dev/null 2>&1 & echo started").output == "started\n"
+    assert box.tainted
+    sandbox.reset()
+    assert sandbox._box is not box and count_procs(sandbox, "sleep") == 0
+
+
 def test_closed_sandbox_refuses_work() -> None:
     sb = LocalSandbox()
     assert sb.host_dir is None

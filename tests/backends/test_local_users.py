@@ -186,10 +186,15 @@ def test_chown_chgrp_and_files_owned_by_users(box: LocalSandbox) -> None:
     assert box.shell("chown root:root /tmp/g && stat -c %U /tmp/g").output == "root\n"
 
 
-def test_the_templates_user_owns_its_home(box: LocalSandbox) -> None:
-    out = box.shell("stat -c '%U %G' /home/agent && su - agent -c 'touch ~/x && stat -c %U ~/x'")
-    assert out.output == "agent agent\nagent\n"
-    assert box.shell("stat -c %U /home /root").output == "root\nroot\n"
+@many_users
+@pytest.mark.parametrize("mechanism", ["bwrap", "unshare"])
+def test_the_templates_user_owns_its_home_in_new_and_reset_boxes(mechanism: str) -> None:
+    with LocalSandbox(isolation=mechanism) as sb:  # type: ignore[arg-type]
+        for _ in range(3):  # a new box, then reset in place, with and without a touched home
+            out = sb.shell("stat -c '%U %G' /home/agent && su - agent -c 'touch ~/x && stat -c %U ~/x'")
+            assert out.output == "agent agent\nagent\n"
+            assert sb.shell("stat -c %U /home /root").output == "root\nroot\n"
+            sb.reset()
 
 
 def test_useradd_then_acting_as_the_user_across_the_images_users(box: LocalSandbox) -> None:
@@ -216,13 +221,16 @@ def test_no_process_of_the_box_runs_as_a_host_uid_outside_the_range(box: LocalSa
     assert outside == {}
 
 
-def test_the_hosts_setuid_programs_do_not_raise_a_user(box: LocalSandbox) -> None:
+def test_setuid_programs_do_not_raise_a_user(box: LocalSandbox) -> None:
     # Their owner (host root) is not mapped, so the kernel ignores the setuid bit: `newgrp`
     # run by jack cannot change his group (on docker it can). Root's own newgrp works.
     box.run("groupadd g2 && usermod -aG g2 jack")
     denied = box.shell("echo 'id -gn' | su jack -c 'newgrp g2'")
     assert "setgid: Operation not permitted" in denied.output and "g2" not in denied.output
     assert box.shell("echo 'id -gn' | newgrp g2").output == "g2\n"
+    # Nor does a program made setuid inside: the agent's processes have no_new_privs.
+    out = box.shell("cp /usr/bin/id /tmp/id && chmod 4755 /tmp/id && su jack -c '/tmp/id -u'")
+    assert out.output == "1001\n"
 
 
 def test_reset_drops_the_users(box: LocalSandbox) -> None:

@@ -16,6 +16,13 @@ TRUNCATION_MARKER = "\n[output truncated: {shown} of {total} bytes shown]"
 
 Language = Literal["bash", "python"]
 
+AGENT_CAPABILITIES: tuple[str, ...] = (
+    "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL", "AUDIT_WRITE", "NET_BIND_SERVICE",
+)
+"""What the agent (root in its sandbox) may do beyond a plain user, on every backend: file
+ownership and permission tasks, users and ``su``, signalling its own processes, low ports.
+Not mounting, not changing the network, the hostname or the clock (a subset of Docker's defaults)."""
+
 
 @dataclass(frozen=True)
 class ExecResult:

@@ -31,16 +31,13 @@ from typing import Any, ClassVar
 
 from agentunit_gym.backends import process
 from agentunit_gym.backends.images import LABEL
-from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
+from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult, Language, Sandbox
 from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
 
 SUPERVISOR_SOURCE = Path(__file__).resolve().parent.parent.parent / "images" / "os" / "supervisor.py"
 
 CAPABILITIES = (
-    # What the agent (root in the container) keeps: file ownership and permission tasks,
-    # users and su, signalling its own processes, low ports on loopback.
-    "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL", "AUDIT_WRITE",
-    "NET_BIND_SERVICE",
+    *AGENT_CAPABILITIES,  # what the agent (root in the container) keeps
     # Only the supervisor holds these (it removes them from the agent's bounding set):
     # mounting the overlay, chroot into it, dropping capabilities.
     "SYS_ADMIN", "SYS_CHROOT", "SETPCAP",

@@ -64,7 +64,7 @@ from typing import IO, Any, Literal
 
 from agentunit_gym.backends import process
 from agentunit_gym.backends.sandbox import usermap
-from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
+from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult, Language, Sandbox
 from agentunit_gym.errors import AgentUnitError, BackendError, BackendTimeoutError, ConfigError, IsolationError
 from agentunit_gym.images.os.supervisor import (
     EXITED_NOTE,
@@ -139,7 +139,14 @@ USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser
 _USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresuid failed: Invalid argument",
                          "setgid: Invalid argument", "setuid: Invalid argument")
 
-_MASK_PROC = 'mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; exec "$@"'
+# Run as root of the box with all its capabilities, in the agent's new pid, mount and IPC
+# namespaces, before the agent's shell: hide /proc/tty/driver (root-only on the host, so
+# unreadable here: `find /` would exit 1) under an empty read-only tmpfs, give the agent a
+# /dev/shm of its own (the box's /dev is read-only; this one goes with the namespace, so a
+# reset in place leaves nothing there), then drop to the agent's capabilities (``$@``
+# starts with :func:`agent_caps_argv`) and `exec` the shell, which stays PID 1.
+_AGENT_INIT = ('mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; '
+               'mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm || exit 97; exec "$@"')
 
 _START_TIMEOUT_S = 10.0
 _RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
@@ -279,7 +286,8 @@ class _Shell:
 class _Box:
     """One incarnation of the sandbox: private dirs, the namespaces' holder, the agent's shell.
 
-    ``reset()`` throws a box away and continues in a fresh one (the warm spare when ready).
+    ``reset()`` resets a box in place when it can (:meth:`LocalSandbox._recycle`), else
+    throws it away and continues in a fresh one (the warm spare when ready).
     """
 
     dir: Path
@@ -288,6 +296,11 @@ class _Box:
     ns_pid: int | None = None
     """Host pid of the namespaces' pid 1: what nsenter targets, and what reset kills."""
     shell: _Shell | None = None
+    mounts: frozenset[str] = frozenset()
+    """The box's mount points once it started: a reset in place needs them unchanged."""
+    tainted: bool = False
+    """A process ran in the box's own namespaces rather than the agent's (no shell was up):
+    what it left there is not known, so a reset replaces the box."""
 
     def writable(self, sandbox_dir: str) -> Path:
         return self.dir / "w" / sandbox_dir.lstrip("/")
@@ -551,27 +564,6 @@ def _read_copy(template: Path) -> tuple[_CopyEntry, ...]:
     return tuple(entries)
 
 
-def _write_copy(entries: tuple[_CopyEntry, ...], dest: Path) -> None:
-    """Make ``dest`` (which must not exist) from :func:`_read_copy`'s entries."""
-    os.mkdir(dest, 0o755)
-    for rel, kind, mode, payload in entries:
-        path = os.path.join(dest, rel)
-        if kind == "link":
-            os.symlink(payload, path)
-        elif kind == "dir":
-            os.mkdir(path)
-            os.chmod(path, mode)
-        else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                data = memoryview(payload if isinstance(payload, bytes) else payload.encode())
-                while data:
-                    data = data[os.write(fd, data):]
-                os.fchmod(fd, mode)
-            finally:
-                os.close(fd)
-
-
 def _remove_etc_templates(pid: int) -> None:
     if os.getpid() != pid:  # a forked child exiting: the templates are its parent's
         return
@@ -605,6 +597,42 @@ def _chown_tree(path: Path, uid: int) -> None:
 @functools.lru_cache(maxsize=1)
 def _setup_script() -> str:
     return (_IMAGE_DIR / "setup.sh").read_text()
+
+
+@functools.lru_cache(maxsize=1)
+def agent_caps_argv() -> tuple[str, ...]:
+    """The prefix, run inside the box, that leaves the agent's processes (root there) with
+    :data:`AGENT_CAPABILITIES` only, as in the docker sandbox: root in a user namespace
+    otherwise holds every capability over the box's namespaces (it could mount, remount the
+    box's /dev, or change its network and hostname, and leave that to the next episode).
+    Root's capabilities after ``exec`` are its bounding set; no inheritable ones, no new
+    privileges from setuid files."""
+    keep = ",".join(f"+{cap.lower()}" for cap in AGENT_CAPABILITIES)
+    return (process.which("setpriv") or "/usr/bin/setpriv", f"--bounding-set=-all,{keep}", "--inh-caps=-all",
+            "--no-new-privs", "--")
+
+
+def _wait_readable(fd: int, timeout: float) -> bool:
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        return bool(sel.select(timeout))
+
+
+def _drop_xattrs(path: Path) -> None:
+    """Remove the extended attributes (ACLs included) the agent may have set on ``path``."""
+    with contextlib.suppress(OSError):
+        for name in os.listxattr(path, follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.removexattr(path, name, follow_symlinks=False)
+
+
+def _mount_points(pid: int) -> frozenset[str]:
+    """The mount points of ``pid``'s mount namespace, as it sees them (empty if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/mountinfo", "rb") as f:
+            return frozenset(line.split()[4].decode("utf-8", "surrogateescape") for line in f)
+    except OSError:
+        return frozenset()
 
 
 def drop_privileges_argv() -> list[str]:
@@ -822,6 +850,7 @@ class LocalSandbox(Sandbox):
         self._cgroup: _PidsCgroup | None = None
         self._prlimit: str | None = None
         self._box: _Box | None = None
+        self._state: dict[str, _CopyEntry] | None = None  # what a box's writable dirs start with
         self._spare: Future[_Box] | None = None
         self._worker: ThreadPoolExecutor | None = None  # builds the spare, deletes old dirs
         self._closed = False
@@ -879,11 +908,12 @@ class LocalSandbox(Sandbox):
                                "running as root (RLIMIT_NPROC does not bind root)" if root_unbound
                                else "no `prlimit` (util-linux) to set RLIMIT_NPROC")
         self._box = self._take_spare() or self._make_box()
-        self._launch_spare()
 
     def reset(self) -> None:
-        """Kill every process of the sandbox, discard its writable dirs, and continue in a fresh
-        box (the warm spare when it is ready, else a new one): new namespaces, dirs and shell.
+        """Kill every process of the episode, discard what it wrote, and start a new shell.
+
+        In place when that is safe (:meth:`_recycle`: the box keeps its holder and namespaces),
+        else in a new box (the warm spare when it is ready): new namespaces, dirs and shell.
 
         Raises:
             BackendError / BackendTimeoutError: the new sandbox did not come up.
@@ -892,11 +922,18 @@ class LocalSandbox(Sandbox):
             raise BackendError("this LocalSandbox is closed; create a new one.")
         box, self._box = self._box, None
         if box is not None:
+            try:
+                if self._recycle(box):
+                    self._box = box
+                    return
+            except BackendError as exc:
+                logger.warning("local sandbox: resetting the box in place failed (%s); starting a new one", exc)
             # Killing is synchronous: nothing of the old episode runs once reset returns.
             # Deleting its files is not (it costs 5-20 ms here); they are out of sight already.
             self._stop_box(box)
             self._in_background(_rmtree, box.dir)
         self.start()
+        self._launch_spare()  # for the next reset that cannot be done in place
 
     def close(self) -> None:
         """Kill every process, remove the temp dirs and the cgroup. Idempotent."""
@@ -943,12 +980,13 @@ class LocalSandbox(Sandbox):
     def _choose_mechanism(self) -> Literal["bwrap", "unshare", "none"]:
         if self.isolation_requested == "none":
             return "none"
-        tools = ("nsenter", "setsid", "unshare", *(["setpriv"] if drop_privileges_argv() else []))
+        tools = ("nsenter", "setsid", "unshare", "setpriv")
         missing = [tool for tool in tools if process.which(tool) is None]
         if missing and not self.allow_unisolated:
             raise IsolationError(f"the local sandbox needs {' and '.join(missing)} (util-linux) to enter its "
-                                 "namespaces" + (" and, as root, to map root inside to an unprivileged host uid"
-                                                 if "setpriv" in missing else "")
+                                 "namespaces and limit the agent's capabilities"
+                                 + (" (and, as root, to map root inside to an unprivileged host uid)"
+                                    if "setpriv" in missing and drop_privileges_argv() else "")
                                  + "; install util-linux, or use backend='docker'.")
         found = detect_isolation(self.isolation_requested) if not missing else None
         if found is not None:
@@ -998,7 +1036,15 @@ class LocalSandbox(Sandbox):
         assert self._root is not None
         box = _Box(Path(tempfile.mkdtemp(prefix="box-", dir=self._root)))
         try:
-            self._populate(box)
+            (box.dir / "root").mkdir()  # the new root's mount point (unshare path)
+            (box.dir / "w").mkdir()
+            for d in WRITABLE_DIRS:
+                box.writable(d).mkdir()
+            self._fill(box)
+            if self._owner_uid is not None:
+                _chown_tree(box.dir, self._owner_uid)
+                if self._multi_user:  # /home/agent is agent's, as in the docker image
+                    usermap.give_homes(box.writable("/etc"), box.writable("/home"))
             if self.mechanism != "none":
                 try:
                     self._start_holder(box)
@@ -1007,40 +1053,195 @@ class LocalSandbox(Sandbox):
                     logger.warning("local sandbox: retrying start after: %s", exc)
                     self._stop_box(box)
                     self._start_holder(box)
-            box.shell = self._start_shell(box)
-            # One round trip, so the first command of the episode does not pay bash's start-up.
-            self._send(box.shell, "true")
-            if self._read_sentinel(box.shell, [box.shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) \
-                    is None:
-                raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
+                assert box.ns_pid is not None
+                box.mounts = _mount_points(box.ns_pid)
+            self._ready_shell(box)
         except BaseException:
             self._stop_box(box)
             _rmtree(box.dir)
             raise
         return box
 
-    def _populate(self, box: _Box) -> None:
-        """The box's fresh writable dirs: /etc from the template, a /var skeleton, the rest empty."""
-        (box.dir / "root").mkdir()  # the new root's mount point (unshare path)
-        (box.dir / "w").mkdir()
+    def _ready_shell(self, box: _Box) -> None:
+        """Start the agent's shell, with one round trip, so the first command of the episode
+        does not pay bash's start-up."""
+        box.shell = self._start_shell(box)
+        self._send(box.shell, "true")
+        if self._read_sentinel(box.shell, [box.shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) \
+                is None:
+            raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
+
+    def _start_state(self) -> dict[str, _CopyEntry]:
+        """What the writable dirs hold as an episode starts (the dirs themselves aside), by path
+        under ``w/``, parents first: /etc's copy of the template (each of its read-only trees an
+        empty dir, the mount point) and the /var, /run and /home skeleton."""
+        if self._state is None:
+            entries: list[_CopyEntry] = []
+            if self.mechanism != "none":
+                assert self._etc is not None
+                entries += [(f"etc/{rel}", kind, mode, payload) for rel, kind, mode, payload in _etc_copy(self._etc)]
+            for rel, what in _SKELETON:
+                entries.append((rel, "link", 0o777, what) if isinstance(what, str) else (rel, "dir", what, b""))
+            self._state = {entry[0]: entry for entry in entries}
+        return self._state
+
+    def _fill(self, box: _Box, kept: frozenset[str] = frozenset()) -> None:
+        """Make the writable dirs hold what an episode starts with: every entry of
+        :meth:`_start_state` but those in ``kept`` (found as they should be)."""
+        made: list[str] = []
+        for rel, kind, mode, payload in self._start_state().values():
+            if rel in kept:
+                continue
+            path = os.path.join(box.dir, "w", rel)
+            if kind == "link":
+                os.symlink(payload, path)
+            elif kind == "dir":
+                with contextlib.suppress(FileExistsError):  # a mount point of /etc kept by _clear
+                    os.mkdir(path)
+                os.chmod(path, mode)
+            else:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                try:
+                    data = memoryview(payload if isinstance(payload, bytes) else payload.encode())
+                    while data:
+                        data = data[os.write(fd, data):]
+                    os.fchmod(fd, mode)
+                finally:
+                    os.close(fd)
+            made.append(path)
+        for d in WRITABLE_DIRS:
+            os.chmod(box.writable(d), _DIR_MODES.get(d, 0o755))
+        if self._owner_uid is not None:
+            for path in made:
+                os.lchown(path, self._owner_uid, self._owner_uid)
+        if self._multi_user:  # /home/agent is agent's, as in the docker image
+            usermap.give_homes(box.writable("/etc"), box.writable("/home"))
+
+    def _recycle(self, box: _Box) -> bool:
+        """Reset ``box`` in place, as the docker supervisor resets its container: kill the
+        agent's pid namespace (every process of the episode; its mount and IPC namespaces and
+        its /dev/shm go with it), move what the writable dirs hold out of sight (deleted in the
+        background), fill them as for a new box and start a new shell. The holder and the box's
+        namespaces stay: that saves most of a reset's CPU (new namespaces, bubblewrap's mounts).
+
+        The agent cannot have changed the box's own namespaces: it runs without the
+        capabilities to mount, remount, or configure the network or hostname
+        (:func:`agent_caps_argv`), in namespaces of its own. What it could still change is
+        checked: the box's mount points (a directory renamed in /etc moves one), and whether
+        anything ran in the box's namespaces instead of the agent's (``tainted``).
+
+        Returns:
+            False when the box cannot be reset in place (the caller replaces it); the agent's
+            processes may be gone by then.
+
+        Raises:
+            BackendTimeoutError: the agent's processes did not die, or the new shell did not answer.
+        """
+        if self.mechanism == "none" or box.tainted or not box.mounts or box.shell is None \
+                or not self._box_alive(box):
+            return False
+        init = self._agent_init(box)
+        if init is None:
+            return False
+        try:
+            pidfd = os.pidfd_open(init)
+        except OSError:
+            return False
+        try:
+            # SIGKILL to the agent's PID 1: the kernel kills its whole pid namespace, and the
+            # pidfd reads as exited only once every process of it is gone.
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            if not _wait_readable(pidfd, _KILL_TIMEOUT_S):
+                raise BackendTimeoutError("the agent's processes in the local sandbox did not exit after SIGKILL.")
+        finally:
+            os.close(pidfd)
+        # The processes above the agent's PID 1 (nsenter, unshare) now end by themselves, each
+        # reaping the next; killing them instead would orphan unshare to the host's init.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            box.shell.proc.wait(timeout=_SHELL_GRACE_S)
+        self._stop_shell(box)
+        assert box.ns_pid is not None
+        if _mount_points(box.ns_pid) != box.mounts or not self._box_alive(box):
+            return False
+        self._fill(box, self._clear(box))
+        self._ready_shell(box)
+        return True
+
+    def _clear(self, box: _Box) -> frozenset[str]:
+        """Move everything in the writable dirs that is not as an episode starts into a trash
+        dir outside the sandbox's view, deleted in the background.
+
+        An entry stays when it is one of :meth:`_start_state`'s and unchanged: same type,
+        mode, owner and content (or link target), no extended attributes, one link. The mount
+        points of /etc's read-only trees always stay, and so do the dirs on the way to them
+        (put back to their mode). The top dirs' modes and extended attributes are reset here
+        and by :meth:`_fill`.
+
+        Returns:
+            The paths (under ``w/``) that stay: :meth:`_fill` makes the rest.
+        """
+        state = self._start_state()
+        mounts = {f"etc/{rel}" for rel, _ in self._etc_read_only()} if self.mechanism != "none" else set()
+        on_the_way: set[str] = set()
+        for path in mounts:
+            parent = posixpath.dirname(path)
+            while parent != "etc" and parent not in on_the_way:
+                on_the_way.add(parent)
+                parent = posixpath.dirname(parent)
+        uid = self._owner_uid if self._owner_uid is not None else os.getuid()
+        gid = self._owner_uid if self._owner_uid is not None else os.getgid()
+        kept: set[str] = set(mounts)
+        trash: Path | None = None
+        moved = 0
+
+        def unchanged(path: str, st: os.stat_result, kind: str, mode: int, payload: bytes | str) -> bool:
+            if (st.st_uid, st.st_gid) != (uid, gid):
+                return False
+            if kind == "link":
+                return stat.S_ISLNK(st.st_mode) and os.readlink(path) == payload
+            if stat.S_IMODE(st.st_mode) != mode or os.listxattr(path, follow_symlinks=False):
+                return False
+            if kind == "dir":
+                return stat.S_ISDIR(st.st_mode)
+            data = payload if isinstance(payload, bytes) else payload.encode()
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(data):
+                return False
+            with open(path, "rb") as f:
+                return f.read(len(data) + 1) == data
+
+        def clear(host: str, rel: str) -> None:
+            nonlocal trash, moved
+            for entry in os.scandir(host):
+                path = f"{rel}/{entry.name}"
+                if path in mounts:
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                spec = state.get(path)
+                if spec is not None and unchanged(entry.path, st, *spec[1:]):
+                    kept.add(path)
+                    if spec[1] == "dir":
+                        clear(entry.path, path)
+                    continue
+                if path in on_the_way and stat.S_ISDIR(st.st_mode):  # holds a mount point: put it right
+                    os.chmod(entry.path, spec[2] if spec is not None else 0o755)
+                    _drop_xattrs(Path(entry.path))
+                    kept.add(path)
+                    clear(entry.path, path)
+                    continue
+                if trash is None:
+                    trash = Path(tempfile.mkdtemp(prefix="trash-", dir=box.dir))
+                os.rename(entry.path, trash / str(moved))
+                moved += 1
+
         for d in WRITABLE_DIRS:
             host = box.writable(d)
-            if d == "/etc" and self.mechanism != "none":
-                assert self._root is not None
-                assert self._etc is not None
-                _write_copy(_etc_copy(self._etc), host)
-            else:
-                host.mkdir()
-            os.chmod(host, _DIR_MODES.get(d, 0o755))
-        for rel, what in _SKELETON:
-            host = box.dir / "w" / rel
-            if isinstance(what, str):
-                host.symlink_to(what)
-            else:
-                host.mkdir(exist_ok=True)
-                os.chmod(host, what)
-        if self._owner_uid is not None:
-            _chown_tree(box.dir, self._owner_uid)
+            os.chmod(host, 0o700)  # the agent may have made it unreadable (_fill sets the mode)
+            _drop_xattrs(host)  # a default ACL would shape the next episode's files
+            clear(str(host), d.lstrip("/"))
+        if trash is not None:
+            self._in_background(_rmtree, trash)
+        return frozenset(kept)
 
     def _current(self) -> _Box:
         self.start()
@@ -1050,8 +1251,10 @@ class LocalSandbox(Sandbox):
     # ------------------------------------------------------------------ processes
 
     def _spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
-               in_sandbox: bool, pass_fds: tuple[int, ...] = (), new_session: bool = True) -> subprocess.Popen[bytes]:
+               in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None) -> subprocess.Popen[bytes]:
         """Start a process in its own session: the one place this module creates processes.
+        With ``tty`` (a terminal's path), that terminal becomes the session's controlling
+        terminal (for the agent's shell: job control).
 
         Every process joins the pids cgroup when there is one. Without it, ``in_sandbox``
         processes get RLIMIT_NPROC instead, set before they enter the user namespace so it
@@ -1062,10 +1265,18 @@ class LocalSandbox(Sandbox):
         """
         if self.mechanism != "none":
             argv = [*drop_privileges_argv(), *argv]
+        new_session = True
         if self._cgroup is not None:
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cgroup.procs_file, *argv]
-        elif in_sandbox and self._prlimit is not None:
-            argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
+            # A session leader that opens a terminal gets it as its controlling terminal: the
+            # wrapper does that as well, which saves a `setsid --ctty` process.
+            join = 'echo $$ > "$0" && exec "$@"' if tty is None else 'echo $$ > "$0" && : <>"$1" && shift && exec "$@"'
+            argv = ["/bin/sh", "-c", join, self._cgroup.procs_file, *([] if tty is None else [tty]), *argv]
+        else:
+            if tty is not None:
+                argv = ["setsid", "--ctty", *argv]
+                new_session = False  # setsid makes the session (a group leader would have it fork)
+            if in_sandbox and self._prlimit is not None:
+                argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
         try:
             return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=self._env,
                                     start_new_session=new_session, close_fds=True, pass_fds=pass_fds)
@@ -1094,7 +1305,7 @@ class LocalSandbox(Sandbox):
                 argv += ["--ro-bind", str(template), f"/etc/{rel}"]
             for path in masked_system_dirs():
                 argv += ["--tmpfs", path, "--remount-ro", path]
-            return argv + ["--remount-ro", "/", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
+            return argv + ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
         specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
         specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
         specs += [f"mask:{path}" for path in masked_system_dirs()]
@@ -1105,8 +1316,6 @@ class LocalSandbox(Sandbox):
                 "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
 
     def _start_holder(self, box: _Box) -> None:
-        if self._multi_user:  # /home/agent is agent's, as in the docker image
-            usermap.give_homes(box.writable("/etc"), box.writable("/home"))
         holder = self._spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, in_sandbox=False)
         box.holder = holder
@@ -1178,25 +1387,23 @@ class LocalSandbox(Sandbox):
                 buf += chunk
         return buf.split(b"\n", 1)[0]
 
-    def _enter_argv(self, box: _Box, argv: Sequence[str]) -> list[str]:
-        """``argv`` to run inside the box's namespaces (or on the host when unisolated)."""
+    def _enter_argv(self, box: _Box, argv: Sequence[str], *, new_shell: bool = False) -> list[str]:
+        """``argv`` to run inside the sandbox (or on the host when unisolated): in the agent's
+        namespaces with the agent's capabilities; with ``new_shell``, in the box's own namespaces
+        with all of root's there (what the agent's shell starts from)."""
         if self.mechanism == "none":
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
         assert box.ns_pid is not None
-        # Into the agent's own pid namespace (and its /proc) once its shell is up, else the box's.
-        target = self._agent_init(box) or box.ns_pid
+        # Into the agent's own pid namespace (and its /proc, /dev/shm, IPC) once its shell is
+        # up, else the box's.
+        target = None if new_shell else self._agent_init(box)
+        if target is None and not new_shell:
+            box.tainted = True
         # With network=True the sandbox is in the host's network namespace, which we may not enter.
-        return ["nsenter", "-t", str(target), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i", "-u", "-r",
-                "--preserve-credentials", "--", "/usr/bin/env", f"--chdir={self._workdir_in(box)}", *argv]
-
-    def _enter_argv_box(self, box: _Box, argv: Sequence[str]) -> list[str]:
-        """``argv`` entering the box's own namespaces (what a new shell starts from)."""
-        shell, box.shell = box.shell, None
-        try:
-            return self._enter_argv(box, argv)
-        finally:
-            box.shell = shell
+        return ["nsenter", "-t", str(target or box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i",
+                "-u", "-r", "--preserve-credentials", "--",
+                *(argv if new_shell else [*agent_caps_argv(), "/usr/bin/env", f"--chdir={self.workdir}", *argv])]
 
     @staticmethod
     def _agent_init(box: _Box) -> int | None:
@@ -1237,14 +1444,12 @@ class LocalSandbox(Sandbox):
             if self.mechanism != "none":
                 # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
                 # sees its shell and what it starts (and run()'s commands, which join it), not
-                # the box's holder processes: the view of `docker run IMAGE bash`.
-                # Its /proc hides /proc/tty/driver (root-only on the host, so unreadable here:
-                # `find /` would exit 1) under an empty read-only tmpfs; `exec` keeps bash PID 1.
-                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--", "/bin/sh", "-c",
-                         _MASK_PROC, "sh", *shell]
-            argv = ["setsid", "--ctty", *self._enter_argv_box(box, shell)]
-            proc = self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, in_sandbox=True,
-                               pass_fds=(control_read,), new_session=False)
+                # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
+                # IPC namespaces are its own too, so what it leaves there ends with it.
+                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--ipc", "--kill-child", "--", "/bin/sh", "-c",
+                         _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
+            proc = self._spawn(self._enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave, stderr=slave,
+                               in_sandbox=True, pass_fds=(control_read,), tty=slave_name)
         except BaseException:
             os.close(master)
             os.close(control_write)

@@ -41,6 +41,8 @@ done
 mkdir "$R/dev/shm" "$R/dev/pts"
 mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$R/dev/shm"
 ln -s /proc/self/fd "$R/dev/fd"; ln -s fd/0 "$R/dev/stdin"; ln -s fd/1 "$R/dev/stdout"; ln -s fd/2 "$R/dev/stderr"
+# The agent's shell mounts a /dev/shm of its own; the rest of /dev stays as made here.
+mount -o remount,bind,ro "$R/dev"
 # Nothing else may be created at the top level.
 mount -o remount,bind,ro "$R"
 cd "$R"

@@ -130,6 +130,7 @@ SHIELDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 
 
 def new_pid_namespace() -> None:
@@ -840,6 +841,10 @@ class Supervisor:
         t0 = time.monotonic()
         if not kill_all():
             return {"ok": False, "error": f"processes survived SIGKILL: {other_pids()[:10]}"}
+        # A new IPC namespace for the episode's processes: System V shared memory, semaphores and
+        # message queues of the last one go with its namespace, which nothing holds any more.
+        if libc.unshare(CLONE_NEWIPC) != 0:
+            return {"ok": False, "error": f"cannot make a new IPC namespace: {os.strerror(ctypes.get_errno())}"}
         t1 = time.monotonic()
         mount_root()
         t2 = time.monotonic()

@@ -345,13 +345,14 @@ def test_warm_up_starts_the_sandbox_that_the_first_episode_then_uses() -> None:
         assert env.sandbox._box is None  # type: ignore[attr-defined]
         env.warm_up()
         warmed = env.sandbox._box  # type: ignore[attr-defined]
-        assert warmed is not None
+        assert warmed is not None and warmed.shell is not None
+        shell = warmed.shell
         env.reset(options={"task_id": "exact"})
-        assert env.sandbox._box is warmed  # type: ignore[attr-defined]  # fresh: no reset needed
-        env.warm_up()  # after an episode: nothing to do; the next reset gives a fresh box
-        assert env.sandbox._box is warmed  # type: ignore[attr-defined]
+        assert env.sandbox._box.shell is shell  # type: ignore[attr-defined]  # fresh: no reset needed
+        env.warm_up()  # after an episode: nothing to do; the next reset resets the box
+        assert env.sandbox._box.shell is shell  # type: ignore[attr-defined]
         env.reset(options={"task_id": "exact"})
-        assert env.sandbox._box is not warmed  # type: ignore[attr-defined]
+        assert env.sandbox._box.shell is not shell  # type: ignore[attr-defined]
     finally:
         env.close()
 
