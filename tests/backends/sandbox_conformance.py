@@ -496,6 +496,10 @@ class SandboxConformance:
         # init's daemons are visible, nothing of the sandbox's own machinery is (compared with a
         # real `docker run` in test_docker_sandbox.py).
         sandbox.run("sleep 1000 >/dev/null 2>&1 & (setsid sleep 1001 >/dev/null 2>&1 &)")
+        # run() returns when its bash exits: the daemons may still be on their way to exec sleep.
+        deadline = time.monotonic() + 10
+        while count_procs(sandbox, "sleep") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert sandbox.shell("echo $$").output == "1\n"
         # ps alone, into a file: in a pipeline it races the pipeline's other members being started.
         listing = sandbox.shell("ps -A -o comm= > /tmp/ps.txt; ps -A > /tmp/psa.txt; sort /tmp/ps.txt | tr '\\n' ' '; "

@@ -139,8 +139,9 @@ _USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresui
 # /dev/shm of its own (the box's /dev is read-only; this one goes with the namespace, so a
 # reset in place leaves nothing there), then drop to the agent's capabilities (``$@``
 # starts with :func:`agent_caps_argv`) and `exec` the shell, which stays PID 1.
-_AGENT_INIT = ('mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; '
-               'mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm || exit 97; exec "$@"')
+# (`mount -n`: libmount would otherwise leave /run/mount behind in the sandbox's /run.)
+_AGENT_INIT = ('mount -n -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; '
+               'mount -n -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm || exit 97; exec "$@"')
 
 _START_TIMEOUT_S = 10.0
 _RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
@@ -290,6 +291,9 @@ class _Box:
     ns_pid: int | None = None
     """Host pid of the namespaces' pid 1: what nsenter targets, and what reset kills."""
     shell: _Shell | None = None
+    next_shell: Future[_Shell] | None = None
+    """The next episode's shell, started in the background during this one (a reset in place
+    takes it): in a pid, mount and IPC namespace of its own, idle, unseen by this episode."""
     mounts: frozenset[str] = frozenset()
     """The box's mount points once it started: a reset in place needs them unchanged."""
     tainted: bool = False
@@ -890,6 +894,7 @@ class LocalSandbox(Sandbox):
                                "running as root (RLIMIT_NPROC does not bind root)" if root_unbound
                                else "no `prlimit` (util-linux) to set RLIMIT_NPROC")
         self._box = self._take_spare() or self._make_box()
+        self._launch_next_shell(self._box)
 
     def reset(self) -> None:
         """Kill every process of the episode, discard what it wrote, and start a new shell.
@@ -1033,13 +1038,45 @@ class LocalSandbox(Sandbox):
         return box
 
     def _ready_shell(self, box: _Box) -> None:
-        """Start the agent's shell, with one round trip, so the first command of the episode
-        does not pay bash's start-up."""
-        box.shell = self._start_shell(box)
-        self._send(box.shell, "true")
-        if self._read_sentinel(box.shell, [box.shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) \
-                is None:
-            raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
+        box.shell = self._shell_ready(box)
+
+    def _shell_ready(self, box: _Box) -> _Shell:
+        """A new agent's shell for ``box`` that has answered once, so the first command of the
+        episode does not pay bash's start-up."""
+        shell = self._start_shell(box)
+        try:
+            self._send(shell, "true")
+            if self._read_sentinel(shell, [shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) is None:
+                raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
+        except BaseException:
+            self._end_shell(shell)
+            raise
+        return shell
+
+    def _launch_next_shell(self, box: _Box) -> None:
+        """Start the next episode's shell in the background (with ``warm_spare``)."""
+        if self.warm_spare and self.mechanism != "none" and box.next_shell is None and not self._closed:
+            box.next_shell = self._in_background(self._shell_ready, box)
+
+    def _take_next_shell(self, box: _Box) -> _Shell | None:
+        """The shell :meth:`_launch_next_shell` started, if it came up and still lives."""
+        future, box.next_shell = box.next_shell, None
+        if future is None:
+            return None
+        try:
+            shell = future.result(timeout=_START_TIMEOUT_S + _KILL_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - any failure of it means: start one now
+            logger.debug("local sandbox: the next shell is unusable (%s); starting one", exc)
+            return None
+        if shell.proc.poll() is not None:
+            self._end_shell(shell)
+            return None
+        return shell
+
+    def _drop_next_shell(self, box: _Box) -> None:
+        future, box.next_shell = box.next_shell, None
+        if future is not None:
+            future.add_done_callback(lambda done: done.exception() is None and self._end_shell(done.result()))
 
     def _start_state(self) -> dict[str, _CopyEntry]:
         """What the writable dirs hold as an episode starts (the dirs themselves aside), by path
@@ -1133,7 +1170,8 @@ class LocalSandbox(Sandbox):
         if _mount_points(box.ns_pid) != box.mounts or not self._box_alive(box):
             return False
         self._fill(box, self._clear(box))
-        self._ready_shell(box)
+        box.shell = self._take_next_shell(box) or self._shell_ready(box)
+        self._launch_next_shell(box)
         return True
 
     def _clear(self, box: _Box) -> frozenset[str]:
@@ -1410,8 +1448,12 @@ class LocalSandbox(Sandbox):
 
     def _stop_shell(self, box: _Box) -> None:
         shell, box.shell = box.shell, None
-        if shell is None:
-            return
+        if shell is not None:
+            self._end_shell(shell)
+
+    @staticmethod
+    def _end_shell(shell: _Shell) -> None:
+        """Kill a shell (its session) and wait for it, with a deadline; close our ends."""
         # The session leader's group, and the interactive bash's own group.
         for group in (shell.proc.pid, *(int(pid) for pid in _children(shell.proc.pid))):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -1430,6 +1472,7 @@ class LocalSandbox(Sandbox):
     def _stop_box(self, box: _Box) -> None:
         """Kill the box's shell and every process of its namespaces, and wait for them (with a deadline)."""
         deadline = time.monotonic() + _KILL_TIMEOUT_S
+        self._drop_next_shell(box)
         try:
             if self.mechanism == "none" and box.shell is not None:
                 # No pid namespace: kill the shell's session (daemons that left it escape).
