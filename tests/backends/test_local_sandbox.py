@@ -30,7 +30,7 @@ from agentunit_gym.backends.sandbox.local import (
     default_temp_parent,
     detect_isolation,
 )
-from agentunit_gym.errors import BackendError, ConfigError, IsolationError
+from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, IsolationError
 from tests.backends.sandbox_conformance import count_procs
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
@@ -483,6 +483,26 @@ def test_a_command_run_with_no_agent_shell_makes_the_next_reset_replace_the_box(
     assert box.tainted
     sandbox.reset()
     assert sandbox._box is not box and count_procs(sandbox, "sleep") == 0
+
+
+def test_a_reset_in_place_that_fails_falls_back_to_a_new_box(sandbox: LocalSandbox,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    box = sandbox._box
+    assert box is not None
+    sandbox._drop_next_shell(box)  # so the reset starts the next shell itself, and that fails once
+    real, calls = sandbox._shell_ready, []
+
+    def fails_once(target: object) -> object:
+        calls.append(target)
+        if len(calls) == 1:
+            raise BackendTimeoutError("the shell did not answer")
+        return real(target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sandbox, "_shell_ready", fails_once)
+    sandbox.shell("echo x > /tmp/x; sleep 300 &")
+    sandbox.reset()
+    assert calls[0] is box and sandbox._box is not box
+    assert sandbox.shell("ls -A /tmp").output == "" and count_procs(sandbox, "sleep") == 0
 
 
 def test_closed_sandbox_refuses_work() -> None:

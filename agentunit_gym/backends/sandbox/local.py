@@ -22,10 +22,16 @@ Layout of one sandbox:
   ``sh``) hands it the terminal, and the next commands are written there as lines until it
   exits (the supervisor's shell detection is shared; see docs/sandbox-docker.md). ``su``
   cannot switch users here (one uid is mapped): it fails at once, with a note.
-* all of that (dirs, holder, shell) is one **box**. ``reset()`` kills the box's holder (the
-  kernel then kills every process of the pid namespace), deletes its dirs in the
-  background and continues in a **warm spare** box, started in the background after the
-  previous reset (or a new box when the spare is not usable).
+* the agent's processes hold the docker sandbox's capabilities only
+  (:data:`AGENT_CAPABILITIES`, dropped with ``setpriv`` inside the box), and its shell gets
+  pid, mount and IPC namespaces and a ``/dev/shm`` of its own; the box's ``/dev`` is
+  read-only. So the agent cannot change the box's own namespaces.
+* all of that (dirs, holder, shell) is one **box**. ``reset()`` resets it in place: it
+  kills the agent's pid namespace (every process of the episode), puts the writable dirs
+  back as they started (what is unchanged stays) and takes the next episode's shell,
+  started in the background. When that cannot be proven safe (the box's mount points
+  moved, or something ran in the box's own namespaces), it kills the box's holder and
+  continues in a new box (the **warm spare**, built in the background after such a reset).
 
 Process limit: a pids cgroup (``pids.max``) when the pids controller is writable (root on
 cgroup v1/v2 hosts), otherwise ``RLIMIT_NPROC`` on the processes that enter the sandbox,
@@ -806,6 +812,8 @@ class LocalSandbox(Sandbox):
         env: extra environment variables for the shell and ``run()``.
         temp_dir: where the private dirs are created (default: :func:`default_temp_parent`,
             ``/dev/shm`` when it is a shared tmpfs, else the system temp dir).
+        warm_spare: start the next episode's shell in the background (and, after a reset
+            that had to replace the box, the next box), so a reset does not wait for it.
 
     Raises:
         IsolationError: (on start) no namespace tool works and ``allow_unisolated`` is False.
@@ -913,7 +921,7 @@ class LocalSandbox(Sandbox):
                 if self._recycle(box):
                     self._box = box
                     return
-            except BackendError as exc:
+            except (BackendError, BackendTimeoutError) as exc:
                 logger.warning("local sandbox: resetting the box in place failed (%s); starting a new one", exc)
             # Killing is synchronous: nothing of the old episode runs once reset returns.
             # Deleting its files is not (it costs 5-20 ms here); they are out of sight already.
@@ -1030,15 +1038,12 @@ class LocalSandbox(Sandbox):
                     self._start_holder(box)
                 assert box.ns_pid is not None
                 box.mounts = _mount_points(box.ns_pid)
-            self._ready_shell(box)
+            box.shell = self._shell_ready(box)
         except BaseException:
             self._stop_box(box)
             _rmtree(box.dir)
             raise
         return box
-
-    def _ready_shell(self, box: _Box) -> None:
-        box.shell = self._shell_ready(box)
 
     def _shell_ready(self, box: _Box) -> _Shell:
         """A new agent's shell for ``box`` that has answered once, so the first command of the
@@ -1125,9 +1130,10 @@ class LocalSandbox(Sandbox):
     def _recycle(self, box: _Box) -> bool:
         """Reset ``box`` in place, as the docker supervisor resets its container: kill the
         agent's pid namespace (every process of the episode; its mount and IPC namespaces and
-        its /dev/shm go with it), move what the writable dirs hold out of sight (deleted in the
-        background), fill them as for a new box and start a new shell. The holder and the box's
-        namespaces stay: that saves most of a reset's CPU (new namespaces, bubblewrap's mounts).
+        its /dev/shm go with it), put the writable dirs back as they started (:meth:`_clear`,
+        :meth:`_fill`) and take the next episode's shell (started in the background, or now).
+        The holder and the box's namespaces stay: that saves most of a reset's CPU (new
+        namespaces, bubblewrap's mounts).
 
         The agent cannot have changed the box's own namespaces: it runs without the
         capabilities to mount, remount, or configure the network or hostname
