@@ -630,6 +630,30 @@ def _drop_xattrs(path: Path) -> None:
                 os.removexattr(path, name, follow_symlinks=False)
 
 
+@functools.lru_cache(maxsize=1)
+def bwrap_agent_argv() -> tuple[str, ...] | None:
+    """The prefix that makes the agent's namespaces in one step when the box is bubblewrap's:
+    bubblewrap again, run inside the box as its root (no new user namespace), with the
+    same result as :data:`_AGENT_INIT` behind ``unshare``: new pid (the shell is PID 1) and
+    IPC namespaces, a new mount namespace holding the box's mounts as they are, a new
+    ``/proc`` with ``/proc/tty/driver`` hidden, a fresh ``/dev/shm``, the agent's
+    capabilities and no new privileges. Four processes fewer per shell than the ``unshare``
+    chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
+    tool = process.which("bwrap")
+    if tool is None:
+        return None
+    try:
+        helped = process.run([tool, "--help"], timeout=10.0)
+    except (AgentUnitError, OSError):
+        return None
+    if b"--chmod" not in helped.stdout + helped.stderr:
+        return None
+    caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
+    return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
+            "--proc", "/proc", "--tmpfs", "/proc/tty/driver", "--remount-ro", "/proc/tty/driver",
+            "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
+
+
 def _mount_points(pid: int) -> frozenset[str]:
     """The mount points of ``pid``'s mount namespace, as it sees them (empty if unreadable)."""
     try:
@@ -1417,15 +1441,18 @@ class LocalSandbox(Sandbox):
             attrs[1] &= ~termios.OPOST  # no "\n" -> "\r\n": output bytes arrive as written
             attrs[3] &= ~(termios.ECHO | termios.ICANON)
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
-            # `setsid --ctty` makes the terminal the session's controlling terminal, so the
+            # The terminal is the session's controlling terminal (_spawn's `tty`), so the
             # interactive bash gets real job control (and reports like the docker shell).
             shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
                      self._workdir_in(box), self._jobs_file(box), str(control_read)]
-            if self.mechanism != "none":
-                # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
-                # sees its shell and what it starts (and run()'s commands, which join it), not
-                # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
-                # IPC namespaces are its own too, so what it leaves there ends with it.
+            # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
+            # sees its shell and what it starts (and run()'s commands, which join it), not
+            # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
+            # IPC namespaces are its own too, so what it leaves there ends with it.
+            inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
+            if inside is not None:
+                shell = [*inside, *shell]
+            elif self.mechanism != "none":
                 shell = ["unshare", "--pid", "--fork", "--mount-proc", "--ipc", "--kill-child", "--", "/bin/sh", "-c",
                          _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
             proc = self._spawn(self._enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave, stderr=slave,
