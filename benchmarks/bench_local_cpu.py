@@ -9,9 +9,14 @@ each against the way it was done before, in the same run:
   open (so the process's shared ``/etc`` template exists), against the way before: a
   template built for each sandbox (``build_etc``: ~800 files copied from the host's /etc)
   and every dir in the system temp dir;
-* reset: ``reset()`` after a dirtying command, with the box dirs where they go by default
-  (``default_temp_parent()``: ``/dev/shm`` when it is a shared tmpfs) against the system
-  temp dir (``temp_dir=tempfile.gettempdir()``, on disk here).
+* reset: ``reset()`` after a dirtying command, in place (the default) against replacing the
+  box as every reset did before (the box marked tainted, which makes reset take a new one:
+  the warm spare, built in the background), both with the box dirs where they go by default
+  (``default_temp_parent()``: ``/dev/shm`` when it is a shared tmpfs); and replacing the box
+  with the dirs in the system temp dir (``temp_dir=tempfile.gettempdir()``, on disk here).
+  Reset also costs CPU outside this process (the kernel taking namespaces down in its
+  workers), so reset is also measured as the whole machine's busy time (/proc/stat): run it
+  on a quiet machine.
 
 Usage: ``python benchmarks/bench_local_cpu.py [--starts N] [--resets N] [--json PATH]``
 """
@@ -29,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from timing import own_cpu_s
+from timing import machine_busy_s, own_cpu_s
 
 from agentunit_gym.backends.sandbox import local
 from agentunit_gym.backends.sandbox.local import LocalSandbox
@@ -75,18 +80,25 @@ def bench_start(n: int) -> dict[str, float]:
 
 def bench_reset(n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for label, temp_dir in (("default", None), ("system_temp", tempfile.gettempdir())):
+    for label, temp_dir, replace in (("in_place", None, False), ("replacing_box", None, True),
+                                     ("replacing_box_system_temp", tempfile.gettempdir(), True)):
         with LocalSandbox(temp_dir=temp_dir) as sb:
             sb.start()
 
-            def dirty_reset(sb: LocalSandbox = sb) -> None:
-                sb.shell("echo x > /tmp/f; mkdir -p /root/a/b")
+            def dirty_reset(sb: LocalSandbox = sb, replace: bool = replace) -> None:
+                sb.shell("echo x > /tmp/f; mkdir -p /root/a/b; echo u >> /etc/passwd; sleep 100 &")
+                if replace:
+                    assert sb._box is not None
+                    sb._box.tainted = True  # reset then replaces the box, as before
                 sb.reset()
 
+            busy = machine_busy_s()
             out[f"{label}_ms"] = cpu_per_call_ms(dirty_reset, n)
+            out[f"{label}_machine_ms"] = 1000 * (machine_busy_s() - busy) / (n + 1)
             assert sb.host_dir is not None
             out[f"{label}_dir"] = str(sb.host_dir.parent)
-    out["ratio"] = out["system_temp_ms"] / out["default_ms"]
+    out["ratio"] = out["replacing_box_ms"] / out["in_place_ms"]
+    out["machine_ratio"] = out["replacing_box_machine_ms"] / out["in_place_machine_ms"]
     return out
 
 

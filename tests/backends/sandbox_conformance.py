@@ -369,10 +369,11 @@ class SandboxConformance:
     def test_the_agent_holds_dockers_capabilities_only(self, sandbox: Sandbox) -> None:
         # CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID NET_BIND_SERVICE AUDIT_WRITE:
         # no mounting, no network or hostname changes, in the shell and in run() alike.
+        # With no_new_privs, no exec can add to them (setuid files and file capabilities included).
         expected = sum(1 << bit for bit in (0, 1, 3, 4, 5, 6, 7, 10, 29))
-        caps = "grep -E '^Cap(Eff|Bnd)' /proc/self/status | awk '{print $2}'"
+        caps = "grep -E '^(CapPrm|CapEff|NoNewPrivs)' /proc/self/status | awk '{print $2}'"
         for output in (sandbox.shell(caps).output, sandbox.run(caps).output):
-            assert [int(x, 16) for x in output.split()] == [expected, expected]
+            assert [int(x, 16) for x in output.split()] == [expected, expected, 1]
         denied = sandbox.shell("mount -t tmpfs none /tmp 2>&1; echo $?; hostname other 2>&1; echo $?; hostname")
         lines = denied.output.splitlines()
         assert lines[-1] != "other" and "0" not in (lines[1], lines[-2])
@@ -496,6 +497,10 @@ class SandboxConformance:
         # init's daemons are visible, nothing of the sandbox's own machinery is (compared with a
         # real `docker run` in test_docker_sandbox.py).
         sandbox.run("sleep 1000 >/dev/null 2>&1 & (setsid sleep 1001 >/dev/null 2>&1 &)")
+        # run() returns when its bash exits: the daemons may still be on their way to exec sleep.
+        deadline = time.monotonic() + 10
+        while count_procs(sandbox, "sleep") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert sandbox.shell("echo $$").output == "1\n"
         # ps alone, into a file: in a pipeline it races the pipeline's other members being started.
         listing = sandbox.shell("ps -A -o comm= > /tmp/ps.txt; ps -A > /tmp/psa.txt; sort /tmp/ps.txt | tr '\\n' ' '; "

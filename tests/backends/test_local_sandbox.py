@@ -30,7 +30,7 @@ from agentunit_gym.backends.sandbox.local import (
     default_temp_parent,
     detect_isolation,
 )
-from agentunit_gym.errors import BackendError, ConfigError, IsolationError
+from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, IsolationError
 from tests.backends.sandbox_conformance import count_procs
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
@@ -347,7 +347,10 @@ def test_fork_bomb_is_contained_and_reset_is_clean(sandbox: LocalSandbox) -> Non
         assert 16 < peak <= 64  # it grew, and stopped at the limit
         assert "survived\n" in sb.shell("echo survived", timeout=10).output  # bomb noise may surround it
         sb.reset()
-        assert processes_in_namespace(sb) < 5
+        assert sb._box is not None and sb._box.next_shell is not None
+        sb._box.next_shell.result(timeout=20)  # the next episode's shell, started in the background
+        # The box's init and holder, the agent's shell and its unshare, the next shell's unshare.
+        assert processes_in_namespace(sb) <= 5
         assert sb.shell("ls -A /tmp").output == ""
 
 
@@ -429,9 +432,14 @@ def test_reset_is_in_place_and_kills_every_process_of_the_episode(sandbox: Local
     in_episode = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
                   if _same_pid_namespace(pid, agent)]
     assert len(in_episode) >= 4  # the shell and three sleeps
+    # The next episode's shell is already up, and out of this episode's sight.
+    assert box.next_shell is not None
+    next_shell = box.next_shell.result(timeout=20)
+    listing = sandbox.shell("ps -A -o comm= > /tmp/ps.txt; sort /tmp/ps.txt | tr '\\n' ' '").output
+    assert listing.split() == ["bash", "ps", "sleep", "sleep", "sleep"]
     sandbox.reset()
     assert sandbox._box is box and box.holder is not None and box.holder.pid == holder  # the same namespaces
-    assert box.shell is not shell
+    assert box.shell is next_shell and box.shell is not shell
     assert not [pid for pid in in_episode if os.path.exists(f"/proc/{pid}")]  # gone when reset returned
     assert sandbox.shell("pwd; ls -A /tmp").output == "/root\n"
     assert count_procs(sandbox, "sleep") == 0
@@ -475,6 +483,26 @@ def test_a_command_run_with_no_agent_shell_makes_the_next_reset_replace_the_box(
     assert box.tainted
     sandbox.reset()
     assert sandbox._box is not box and count_procs(sandbox, "sleep") == 0
+
+
+def test_a_reset_in_place_that_fails_falls_back_to_a_new_box(sandbox: LocalSandbox,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    box = sandbox._box
+    assert box is not None
+    sandbox._drop_next_shell(box)  # so the reset starts the next shell itself, and that fails once
+    real, calls = sandbox._shell_ready, []
+
+    def fails_once(target: object) -> object:
+        calls.append(target)
+        if len(calls) == 1:
+            raise BackendTimeoutError("the shell did not answer")
+        return real(target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sandbox, "_shell_ready", fails_once)
+    sandbox.shell("echo x > /tmp/x; sleep 300 &")
+    sandbox.reset()
+    assert calls[0] is box and sandbox._box is not box
+    assert sandbox.shell("ls -A /tmp").output == "" and count_procs(sandbox, "sleep") == 0
 
 
 def test_closed_sandbox_refuses_work() -> None:

@@ -24,10 +24,16 @@ Layout of one sandbox:
   ``sh``) hands it the terminal, and the next commands are written there as lines until it
   exits (the supervisor's shell detection is shared; see docs/sandbox-docker.md); ``su -
   jack`` too where many users are mapped. With one uid, ``su`` fails at once, with a note.
-* all of that (dirs, holder, shell) is one **box**. ``reset()`` kills the box's holder (the
-  kernel then kills every process of the pid namespace), deletes its dirs in the
-  background and continues in a **warm spare** box, started in the background after the
-  previous reset (or a new box when the spare is not usable).
+* the agent's processes hold the docker sandbox's capabilities only
+  (:data:`AGENT_CAPABILITIES`, dropped with ``setpriv`` inside the box), and its shell gets
+  pid, mount and IPC namespaces and a ``/dev/shm`` of its own; the box's ``/dev`` is
+  read-only. So the agent cannot change the box's own namespaces.
+* all of that (dirs, holder, shell) is one **box**. ``reset()`` resets it in place: it
+  kills the agent's pid namespace (every process of the episode), puts the writable dirs
+  back as they started (what is unchanged stays) and takes the next episode's shell,
+  started in the background. When that cannot be proven safe (the box's mount points
+  moved, or something ran in the box's own namespaces), it kills the box's holder and
+  continues in a new box (the **warm spare**, built in the background after such a reset).
 
 Process limit: a pids cgroup (``pids.max``) when the pids controller is writable (root on
 cgroup v1/v2 hosts), otherwise ``RLIMIT_NPROC`` on the processes that enter the sandbox,
@@ -145,8 +151,9 @@ _USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresui
 # /dev/shm of its own (the box's /dev is read-only; this one goes with the namespace, so a
 # reset in place leaves nothing there), then drop to the agent's capabilities (``$@``
 # starts with :func:`agent_caps_argv`) and `exec` the shell, which stays PID 1.
-_AGENT_INIT = ('mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; '
-               'mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm || exit 97; exec "$@"')
+# (`mount -n`: libmount would otherwise leave /run/mount behind in the sandbox's /run.)
+_AGENT_INIT = ('mount -n -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; '
+               'mount -n -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm || exit 97; exec "$@"')
 
 _START_TIMEOUT_S = 10.0
 _RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
@@ -296,6 +303,9 @@ class _Box:
     ns_pid: int | None = None
     """Host pid of the namespaces' pid 1: what nsenter targets, and what reset kills."""
     shell: _Shell | None = None
+    next_shell: Future[_Shell] | None = None
+    """The next episode's shell, started in the background during this one (a reset in place
+    takes it): in a pid, mount and IPC namespace of its own, idle, unseen by this episode."""
     mounts: frozenset[str] = frozenset()
     """The box's mount points once it started: a reset in place needs them unchanged."""
     tainted: bool = False
@@ -626,6 +636,30 @@ def _drop_xattrs(path: Path) -> None:
                 os.removexattr(path, name, follow_symlinks=False)
 
 
+@functools.lru_cache(maxsize=1)
+def bwrap_agent_argv() -> tuple[str, ...] | None:
+    """The prefix that makes the agent's namespaces in one step when the box is bubblewrap's:
+    bubblewrap again, run inside the box as its root (no new user namespace), with the
+    same result as :data:`_AGENT_INIT` behind ``unshare``: new pid (the shell is PID 1) and
+    IPC namespaces, a new mount namespace holding the box's mounts as they are, a new
+    ``/proc`` with ``/proc/tty/driver`` hidden, a fresh ``/dev/shm``, the agent's
+    capabilities and no new privileges. Four processes fewer per shell than the ``unshare``
+    chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
+    tool = process.which("bwrap")
+    if tool is None:
+        return None
+    try:
+        helped = process.run([tool, "--help"], timeout=10.0)
+    except (AgentUnitError, OSError):
+        return None
+    if b"--chmod" not in helped.stdout + helped.stderr:
+        return None
+    caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
+    return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
+            "--proc", "/proc", "--tmpfs", "/proc/tty/driver", "--remount-ro", "/proc/tty/driver",
+            "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
+
+
 def _mount_points(pid: int) -> frozenset[str]:
     """The mount points of ``pid``'s mount namespace, as it sees them (empty if unreadable)."""
     try:
@@ -808,6 +842,8 @@ class LocalSandbox(Sandbox):
         env: extra environment variables for the shell and ``run()``.
         temp_dir: where the private dirs are created (default: :func:`default_temp_parent`,
             ``/dev/shm`` when it is a shared tmpfs, else the system temp dir).
+        warm_spare: start the next episode's shell in the background (and, after a reset
+            that had to replace the box, the next box), so a reset does not wait for it.
 
     Raises:
         IsolationError: (on start) no namespace tool works and ``allow_unisolated`` is False.
@@ -908,6 +944,7 @@ class LocalSandbox(Sandbox):
                                "running as root (RLIMIT_NPROC does not bind root)" if root_unbound
                                else "no `prlimit` (util-linux) to set RLIMIT_NPROC")
         self._box = self._take_spare() or self._make_box()
+        self._launch_next_shell(self._box)
 
     def reset(self) -> None:
         """Kill every process of the episode, discard what it wrote, and start a new shell.
@@ -926,7 +963,7 @@ class LocalSandbox(Sandbox):
                 if self._recycle(box):
                     self._box = box
                     return
-            except BackendError as exc:
+            except (BackendError, BackendTimeoutError) as exc:
                 logger.warning("local sandbox: resetting the box in place failed (%s); starting a new one", exc)
             # Killing is synchronous: nothing of the old episode runs once reset returns.
             # Deleting its files is not (it costs 5-20 ms here); they are out of sight already.
@@ -1055,21 +1092,50 @@ class LocalSandbox(Sandbox):
                     self._start_holder(box)
                 assert box.ns_pid is not None
                 box.mounts = _mount_points(box.ns_pid)
-            self._ready_shell(box)
+            box.shell = self._shell_ready(box)
         except BaseException:
             self._stop_box(box)
             _rmtree(box.dir)
             raise
         return box
 
-    def _ready_shell(self, box: _Box) -> None:
-        """Start the agent's shell, with one round trip, so the first command of the episode
-        does not pay bash's start-up."""
-        box.shell = self._start_shell(box)
-        self._send(box.shell, "true")
-        if self._read_sentinel(box.shell, [box.shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) \
-                is None:
-            raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
+    def _shell_ready(self, box: _Box) -> _Shell:
+        """A new agent's shell for ``box`` that has answered once, so the first command of the
+        episode does not pay bash's start-up."""
+        shell = self._start_shell(box)
+        try:
+            self._send(shell, "true")
+            if self._read_sentinel(shell, [shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) is None:
+                raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
+        except BaseException:
+            self._end_shell(shell)
+            raise
+        return shell
+
+    def _launch_next_shell(self, box: _Box) -> None:
+        """Start the next episode's shell in the background (with ``warm_spare``)."""
+        if self.warm_spare and self.mechanism != "none" and box.next_shell is None and not self._closed:
+            box.next_shell = self._in_background(self._shell_ready, box)
+
+    def _take_next_shell(self, box: _Box) -> _Shell | None:
+        """The shell :meth:`_launch_next_shell` started, if it came up and still lives."""
+        future, box.next_shell = box.next_shell, None
+        if future is None:
+            return None
+        try:
+            shell = future.result(timeout=_START_TIMEOUT_S + _KILL_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - any failure of it means: start one now
+            logger.debug("local sandbox: the next shell is unusable (%s); starting one", exc)
+            return None
+        if shell.proc.poll() is not None:
+            self._end_shell(shell)
+            return None
+        return shell
+
+    def _drop_next_shell(self, box: _Box) -> None:
+        future, box.next_shell = box.next_shell, None
+        if future is not None:
+            future.add_done_callback(lambda done: done.exception() is None and self._end_shell(done.result()))
 
     def _start_state(self) -> dict[str, _CopyEntry]:
         """What the writable dirs hold as an episode starts (the dirs themselves aside), by path
@@ -1120,9 +1186,10 @@ class LocalSandbox(Sandbox):
     def _recycle(self, box: _Box) -> bool:
         """Reset ``box`` in place, as the docker supervisor resets its container: kill the
         agent's pid namespace (every process of the episode; its mount and IPC namespaces and
-        its /dev/shm go with it), move what the writable dirs hold out of sight (deleted in the
-        background), fill them as for a new box and start a new shell. The holder and the box's
-        namespaces stay: that saves most of a reset's CPU (new namespaces, bubblewrap's mounts).
+        its /dev/shm go with it), put the writable dirs back as they started (:meth:`_clear`,
+        :meth:`_fill`) and take the next episode's shell (started in the background, or now).
+        The holder and the box's namespaces stay: that saves most of a reset's CPU (new
+        namespaces, bubblewrap's mounts).
 
         The agent cannot have changed the box's own namespaces: it runs without the
         capabilities to mount, remount, or configure the network or hostname
@@ -1165,7 +1232,8 @@ class LocalSandbox(Sandbox):
         if _mount_points(box.ns_pid) != box.mounts or not self._box_alive(box):
             return False
         self._fill(box, self._clear(box))
-        self._ready_shell(box)
+        box.shell = self._take_next_shell(box) or self._shell_ready(box)
+        self._launch_next_shell(box)
         return True
 
     def _clear(self, box: _Box) -> frozenset[str]:
@@ -1437,15 +1505,18 @@ class LocalSandbox(Sandbox):
             attrs[1] &= ~termios.OPOST  # no "\n" -> "\r\n": output bytes arrive as written
             attrs[3] &= ~(termios.ECHO | termios.ICANON)
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
-            # `setsid --ctty` makes the terminal the session's controlling terminal, so the
+            # The terminal is the session's controlling terminal (_spawn's `tty`), so the
             # interactive bash gets real job control (and reports like the docker shell).
             shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
                      self._workdir_in(box), self._jobs_file(box), str(control_read)]
-            if self.mechanism != "none":
-                # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
-                # sees its shell and what it starts (and run()'s commands, which join it), not
-                # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
-                # IPC namespaces are its own too, so what it leaves there ends with it.
+            # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
+            # sees its shell and what it starts (and run()'s commands, which join it), not
+            # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
+            # IPC namespaces are its own too, so what it leaves there ends with it.
+            inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
+            if inside is not None:
+                shell = [*inside, *shell]
+            elif self.mechanism != "none":
                 shell = ["unshare", "--pid", "--fork", "--mount-proc", "--ipc", "--kill-child", "--", "/bin/sh", "-c",
                          _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
             proc = self._spawn(self._enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave, stderr=slave,
@@ -1474,8 +1545,12 @@ class LocalSandbox(Sandbox):
 
     def _stop_shell(self, box: _Box) -> None:
         shell, box.shell = box.shell, None
-        if shell is None:
-            return
+        if shell is not None:
+            self._end_shell(shell)
+
+    @staticmethod
+    def _end_shell(shell: _Shell) -> None:
+        """Kill a shell (its session) and wait for it, with a deadline; close our ends."""
         # The session leader's group, and the interactive bash's own group.
         for group in (shell.proc.pid, *(int(pid) for pid in _children(shell.proc.pid))):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -1494,6 +1569,7 @@ class LocalSandbox(Sandbox):
     def _stop_box(self, box: _Box) -> None:
         """Kill the box's shell and every process of its namespaces, and wait for them (with a deadline)."""
         deadline = time.monotonic() + _KILL_TIMEOUT_S
+        self._drop_next_shell(box)
         try:
             if self.mechanism == "none" and box.shell is not None:
                 # No pid namespace: kill the shell's session (daemons that left it escape).
