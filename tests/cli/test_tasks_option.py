@@ -135,3 +135,32 @@ def test_cli_and_eval_name_no_domain() -> None:
                             i in node.value for i in ids):
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not found, found
+
+
+BROKEN_INIT_OS = """\
+tasks:
+- id: os-broken-init
+  instruction: Say 1.
+  init: ["echo broken >&2; exit 3"]
+  evaluation: {match: "1"}
+  reference_solution: [{answer: "1"}]
+- id: os-fine
+  instruction: How many lines does /etc/hostname have? Answer with the number.
+  evaluation: {match: "1"}
+  reference_solution: [{bash: "wc -l < /etc/hostname"}, {answer: "1"}]
+"""
+
+
+def test_an_init_that_fails_is_recorded_and_the_env_copy_goes_on(tmp_path: Path) -> None:
+    # The env copy that met the failed init runs the next episodes (one copy: --concurrency 1).
+    # gymnasium's passive env checker used to crash the run there with a TypeError.
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(BROKEN_INIT_OS)
+    out = tmp_path / "run"
+    done = cli("eval", "--env", "OS-v0", "--backend", "local", "--tasks", str(tasks), "--runs", "2",
+               "--concurrency", "1", "--agent", "oracle", "--quiet", "--output", str(out), cwd=tmp_path)
+    assert "TypeError" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    records = read_records(out / "episodes.jsonl")
+    assert sorted((r.task_id, r.success) for r in records) == [("os-broken-init", False)] * 2 + [("os-fine", True)] * 2
+    broken = [r for r in records if r.task_id == "os-broken-init"]
+    assert all("init script 1 of 1 failed (exit code 3)" in (r.error or "") for r in broken), broken

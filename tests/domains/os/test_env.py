@@ -322,6 +322,21 @@ def test_failing_init_raises_backend_error_naming_the_task(sandbox: FakeSandbox)
         env.reset(options={"task_id": "broken-init"})
 
 
+def test_a_made_env_goes_on_after_a_first_reset_that_failed(sandbox: FakeSandbox) -> None:
+    # gymnasium's passive env checker, when on, broke the first step after a first reset that
+    # raised (TypeError: it compares that step with the reset's missing result): an eval
+    # reusing the env copy after a failed init crashed. Registered envs have it off; the envs
+    # pass check_env in these tests instead.
+    bad = _task(id="broken-init", init=["exit 3"])
+    env = gym.make("AgentUnit/OS-v0", sandbox=sandbox, tasks=[bad, COUNT])
+    with pytest.raises(BackendError, match="broken-init"):
+        env.reset(options={"task_id": "broken-init"})
+    env.reset(options={"task_id": "count"})
+    _, _, terminated, truncated, _ = env.step("```bash\nls\n```")
+    assert not (terminated or truncated)
+    env.close()
+
+
 def test_start_script_runs_in_the_agent_shell(sandbox: FakeSandbox) -> None:
     task = _task(id="started", start="export STAGE=canary", init=["echo init > init.txt"])
     env = make_env(sandbox, [task])
