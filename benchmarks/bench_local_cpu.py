@@ -24,7 +24,6 @@ Usage: ``python benchmarks/bench_local_cpu.py [--starts N] [--resets N] [--json 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from timing import machine_busy_s, own_cpu_s
+from timing import machine_busy_s, own_cpu_s, write_result
 
 from agentunit_gym.backends.sandbox import local
 from agentunit_gym.backends.sandbox.local import LocalSandbox
@@ -113,9 +112,7 @@ def main() -> int:
               "load_avg_1m_before": os.getloadavg()[0],
               "start": bench_start(args.starts), "reset": bench_reset(args.resets),
               "load_avg_1m_after": os.getloadavg()[0]}
-    print(json.dumps(result, indent=2))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
+    write_result(result, args.json)
     return 0
 
 

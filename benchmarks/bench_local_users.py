@@ -15,14 +15,13 @@ Usage (as root): ``python benchmarks/bench_local_users.py [--n N] [--json PATH]`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
 from pathlib import Path
 from typing import Any
 
-from timing import summary, timed
+from timing import summary, timed, write_result
 
 from agentunit_gym.backends.sandbox import usermap
 from agentunit_gym.backends.sandbox.local import LocalSandbox
@@ -77,9 +76,7 @@ def main() -> int:
         "unshare": bench_mechanism("unshare", args.n),
         "load_avg_1m_after": os.getloadavg()[0],
     }
-    print(json.dumps(result, indent=2))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
+    write_result(result, args.json)
     return 0
 
 

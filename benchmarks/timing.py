@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -45,3 +47,11 @@ def machine_busy_s() -> float:
     with open("/proc/stat", encoding="ascii") as stat:
         ticks = [int(v) for v in stat.readline().split()[1:]]
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def write_result(result: dict[str, Any], path: Path) -> None:
+    """Print ``result`` as JSON and write it to ``path`` (its dir made if needed)."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
