@@ -379,6 +379,18 @@ def test_timeout_spares_earlier_background_jobs(sandbox: LocalSandbox) -> None:
     assert "sleep 300" in sandbox.shell("jobs").output
 
 
+def test_a_timeout_spares_earlier_jobs_the_shell_has_not_listed_yet(sandbox: LocalSandbox,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under load a command can time out before the shell has even written its jobs file (it
+    # does so as the command starts): the jobs running before the command are spared all the same.
+    sandbox.shell("sleep 300 &")
+    monkeypatch.setattr(sandbox, "_jobs_file", lambda box: "/run/no-such-jobs-file")
+    result = sandbox.shell("sleep 1000 & sleep 1001", timeout=1)
+    assert result.timed_out
+    assert count_procs(sandbox, "sleep") == 1
+    assert "sleep 300" in sandbox.shell("jobs").output
+
+
 def test_loop_inside_the_shell_gets_a_new_shell(sandbox: LocalSandbox) -> None:
     sandbox.write_file("/tmp/kept.txt", b"files survive")
     result = sandbox.shell("while :; do :; done", timeout=1)

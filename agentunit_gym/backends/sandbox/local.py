@@ -1668,14 +1668,14 @@ class LocalSandbox(Sandbox):
             shell.settled = self._ns_pids(box)
             return capture.result(None, True, started)
         # Timed out: kill what the command started, then let the shell report back.
-        self._kill_command_groups(box, shell)
+        self._kill_command_groups(box, shell, before)
         status = self._read_sentinel(shell, [shell.marker], capture, time.monotonic() + _SHELL_GRACE_S)
         shell.nested.clear()
         if status is None:
             if shell.eof:
                 return self._shell_died(box, capture, started, timed_out=True)
             self._stop_shell(box)
-            self._kill_command_groups(box, shell)  # what the loop had started meanwhile
+            self._kill_command_groups(box, shell, before)  # what the loop had started meanwhile
             if not self._box_alive(box):
                 raise self._died_error()
             box.shell = self._start_shell(box)
@@ -1990,8 +1990,11 @@ class LocalSandbox(Sandbox):
         return BackendError("the local sandbox died (its processes were killed from outside or it ran out of "
                             "resources); call reset() to get a fresh sandbox.")
 
-    def _kill_command_groups(self, box: _Box, shell: _Shell) -> None:
-        """Kill every process group of the shell's session that is not the shell's own or an earlier job."""
+    def _kill_command_groups(self, box: _Box, shell: _Shell, before: set[int]) -> None:
+        """Kill every process group of the shell's session that is not the shell's own or an
+        earlier job: one the shell listed before the command (its jobs file), or one whose
+        leader was already running then (``before``: the agent's pids as the command was sent;
+        under load the command may time out before the shell has even written its jobs file)."""
         sid = shell.proc.pid  # nsenter (or bash) leads the session
         # The interactive bash leads a process group of its own, and so may the processes
         # between it and the session leader (unshare): spare them too.
@@ -2009,7 +2012,7 @@ class LocalSandbox(Sandbox):
                 if session != sid or pgrp in spared or pgrp <= 1:  # 0: an exiting process
                     continue
                 ns_pgid = _ns_pgid(pid) if self.mechanism != "none" else pgrp
-                if ns_pgid not in earlier:
+                if ns_pgid not in earlier and ns_pgid not in before:
                     groups.add(pgrp)
             if not groups:
                 return
