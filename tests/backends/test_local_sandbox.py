@@ -391,6 +391,16 @@ def test_a_timeout_spares_earlier_jobs_the_shell_has_not_listed_yet(sandbox: Loc
     assert "sleep 300" in sandbox.shell("jobs").output
 
 
+def test_a_jobs_file_turned_into_a_symlink_is_not_followed_on_the_host(sandbox: LocalSandbox) -> None:
+    # After a timeout the host reads the shell's jobs file, which the agent can replace: a
+    # symlink to /dev/zero (or a FIFO) would have the host read forever.
+    sandbox.shell("sleep 300 &")
+    started = time.monotonic()
+    result = sandbox.shell("ln -sf /dev/zero /run/.agentunit-gym-jobs; sleep 1000", timeout=1)
+    assert result.timed_out and time.monotonic() - started < 10
+    assert count_procs(sandbox, "sleep") == 1  # the earlier job is still spared (it was running before)
+
+
 def test_loop_inside_the_shell_gets_a_new_shell(sandbox: LocalSandbox) -> None:
     sandbox.write_file("/tmp/kept.txt", b"files survive")
     result = sandbox.shell("while :; do :; done", timeout=1)
@@ -464,6 +474,19 @@ def _same_pid_namespace(pid: int, other: int) -> bool:
         return False
 
 
+def test_the_loaders_files_are_read_only(sandbox: LocalSandbox) -> None:
+    # A few programs run in the box with all of root's capabilities there (setpriv on the way
+    # into run(), what starts the agent's shell): a library the agent named in
+    # /etc/ld.so.preload, or a rewritten /etc/ld.so.cache, would run in them with every one.
+    tries = sandbox.shell("for f in /etc/ld.so.preload /etc/ld.so.cache; do { echo /tmp/x.so >> $f; } 2>/dev/null; "
+                          "echo $?; rm -f $f 2>/dev/null; mv $f /tmp/ 2>/dev/null; test -f $f; echo $?; done; "
+                          "wc -c < /etc/ld.so.preload")
+    assert tries.output.split() == ["1", "0", "1", "0", "0"]
+    assert int(sandbox.shell("wc -c < /etc/ld.so.cache").output) > 0  # the template's, in use
+    expected = sum(1 << bit for bit in (0, 1, 3, 4, 5, 6, 7, 10, 29))
+    assert int(sandbox.run("grep CapEff /proc/self/status").output.split()[1], 16) == expected
+
+
 def test_a_box_whose_mounts_moved_is_replaced_on_reset(sandbox: LocalSandbox) -> None:
     # Renaming a dir of /etc moves the read-only trees mounted inside it: reset cannot put that
     # back in place, so it starts a new box, where /etc/ssl/certs is the template's again.
@@ -515,6 +538,27 @@ def test_a_reset_in_place_that_fails_falls_back_to_a_new_box(sandbox: LocalSandb
     sandbox.reset()
     assert calls[0] is box and sandbox._box is not box
     assert sandbox.shell("ls -A /tmp").output == "" and count_procs(sandbox, "sleep") == 0
+
+
+def test_a_reset_in_place_that_meets_an_os_error_falls_back_to_a_new_box(sandbox: LocalSandbox,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Putting the dirs back can fail (a full tmpfs): the old box is stopped, a new one used.
+    box = sandbox._box
+    assert box is not None and box.holder is not None
+    holder = box.holder
+    real_fill, calls = sandbox._fill, []
+
+    def full(target: object, kept: frozenset[str] = frozenset()) -> None:
+        calls.append(target)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        real_fill(target, kept)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sandbox, "_fill", full)
+    sandbox.shell("echo x > /tmp/x")
+    sandbox.reset()
+    assert sandbox._box is not box and holder.poll() is not None  # the old box's holder is gone
+    assert sandbox.shell("ls -A /tmp").output == ""
 
 
 def test_closed_sandbox_refuses_work() -> None:

@@ -239,6 +239,17 @@ def test_reset_drops_the_users(box: LocalSandbox) -> None:
     assert result.exit_code == 1 and "no such user" in result.output
 
 
+def test_reset_gives_the_writable_dirs_back_to_root(box: LocalSandbox) -> None:
+    # Root may give the top dirs, and the dirs holding /etc's read-only trees, to a user; a
+    # reset in place takes them back (the box is kept).
+    kept = box._box
+    dirs = "/tmp /etc /root /home /var /run /etc/ssl"
+    assert box.shell(f"chown jack:jack {dirs} && stat -c %U {dirs} | sort -u").output == "jack\n"
+    box.reset()
+    assert box._box is kept
+    assert box.shell(f"stat -c '%U %G' {dirs} | sort -u").output == "root root\n"
+
+
 # ------------------------------------------------------------------ failing closed
 
 

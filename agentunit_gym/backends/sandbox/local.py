@@ -111,6 +111,13 @@ ETC_READ_ONLY: tuple[str, ...] = ("alternatives", "ssl/certs", "pam.d", "securit
 hold most of its files, and creating files is what makes a box slow to build (copying
 all of them took a box from ~45 ms to ~150 ms here)."""
 
+ETC_READ_ONLY_FILES: tuple[str, ...] = ("ld.so.cache", "ld.so.preload")
+"""Files of each box's ``/etc`` bound read-only from the template (``ld.so.preload`` empty):
+the dynamic loader reads them in every program, including the few that run in the box with
+all of root's capabilities there (``setpriv`` on the way into ``run()``, the ``bwrap`` or
+``unshare`` that starts the agent's shell). Writable, they would let the agent's library
+run in those with every capability."""
+
 ROOT_CALLER_UID = usermap.BASE
 """The host uid that root inside the sandbox maps to when the caller is root (an unused,
 unprivileged uid; the other users of the sandbox, when it maps many, follow it: see
@@ -442,6 +449,8 @@ def build_etc(dest: Path) -> None:
     shutil.copytree(_IMAGE_DIR / "etc", dest, dirs_exist_ok=True)
     for name in ("shadow", "gshadow"):
         os.chmod(dest / name, 0o640)
+    for name in ETC_READ_ONLY_FILES:  # each must exist: it is a bind's mount point in every box
+        (dest / name).touch(mode=0o644, exist_ok=True)
     os.symlink("../proc/self/mounts", dest / "mtab")
 
 
@@ -552,10 +561,12 @@ def _etc_copy(path: Path) -> tuple[_CopyEntry, ...]:
 
 def _read_copy(template: Path) -> tuple[_CopyEntry, ...]:
     """What each box copies from ``template``: (relative path, kind, mode, content or link
-    target), parents before children; each of :data:`ETC_READ_ONLY` is an empty dir, the
-    mount point of its read-only bind. Writing ~50 small files from memory takes a box ~1 ms,
-    where ``shutil.copytree`` took ~10 ms of CPU (stat, copy and copystat per file)."""
+    target), parents before children; each of :data:`ETC_READ_ONLY` is an empty dir and each
+    of :data:`ETC_READ_ONLY_FILES` an empty file, the mount point of its read-only bind.
+    Writing ~50 small files from memory takes a box ~1 ms, where ``shutil.copytree`` took
+    ~10 ms of CPU (stat, copy and copystat per file)."""
     bound = {os.path.join(template, rel) for rel in ETC_READ_ONLY if (template / rel).is_dir()}
+    bound_files = {os.path.join(template, rel) for rel in ETC_READ_ONLY_FILES}
     entries: list[_CopyEntry] = []
     for parent, dirs, files in os.walk(template):
         for name in sorted(dirs) + sorted(files):
@@ -566,6 +577,8 @@ def _read_copy(template: Path) -> tuple[_CopyEntry, ...]:
                 entries.append((rel, "link", 0, os.readlink(path)))
             elif stat.S_ISDIR(st.st_mode):
                 entries.append((rel, "dir", stat.S_IMODE(st.st_mode), b""))
+            elif stat.S_ISREG(st.st_mode) and path in bound_files:
+                entries.append((rel, "file", stat.S_IMODE(st.st_mode), b""))
             elif stat.S_ISREG(st.st_mode):
                 with contextlib.suppress(OSError):  # an unreadable file is left out, as build_etc does
                     entries.append((rel, "file", stat.S_IMODE(st.st_mode), Path(path).read_bytes()))
@@ -622,6 +635,22 @@ def agent_caps_argv() -> tuple[str, ...]:
             "--no-new-privs", "--")
 
 
+def _read_small_file(path: Path, limit: int = 1 << 16) -> bytes:
+    """At most ``limit`` bytes of a regular file the sandbox can write, read on the host: never
+    through a symlink the agent planted (to a host file, ``/dev/zero``, a FIFO that would block).
+
+    Raises:
+        OSError: it is missing, a symlink or not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def _wait_readable(fd: int, timeout: float) -> bool:
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
@@ -642,9 +671,10 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     bubblewrap again, run inside the box as its root (no new user namespace), with the
     same result as :data:`_AGENT_INIT` behind ``unshare``: new pid (the shell is PID 1) and
     IPC namespaces, a new mount namespace holding the box's mounts as they are, a new
-    ``/proc`` with ``/proc/tty/driver`` hidden, a fresh ``/dev/shm``, the agent's
-    capabilities and no new privileges. Four processes fewer per shell than the ``unshare``
-    chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
+    ``/proc`` with ``/proc/tty/driver`` hidden, the agent's capabilities and no new
+    privileges; and a ``/dev`` of the agent's own (writable, as in a container, with its own
+    ``/dev/pts`` and ``/dev/shm``), gone with the shell. Four processes fewer per shell than
+    the ``unshare`` chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
     tool = process.which("bwrap")
     if tool is None:
         return None
@@ -657,7 +687,7 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
     return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
             "--proc", "/proc", "--tmpfs", "/proc/tty/driver", "--remount-ro", "/proc/tty/driver",
-            "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
+            "--dev", "/dev", "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
 
 
 def _mount_points(pid: int) -> frozenset[str]:
@@ -963,7 +993,8 @@ class LocalSandbox(Sandbox):
                 if self._recycle(box):
                     self._box = box
                     return
-            except (BackendError, BackendTimeoutError) as exc:
+            except (BackendError, BackendTimeoutError, OSError) as exc:
+                # OSError: putting the dirs back failed (a full tmpfs): the box goes, as any other.
                 logger.warning("local sandbox: resetting the box in place failed (%s); starting a new one", exc)
             # Killing is synchronous: nothing of the old episode runs once reset returns.
             # Deleting its files is not (it costs 5-20 ms here); they are out of sight already.
@@ -1126,6 +1157,8 @@ class LocalSandbox(Sandbox):
             shell = future.result(timeout=_START_TIMEOUT_S + _KILL_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure of it means: start one now
             logger.debug("local sandbox: the next shell is unusable (%s); starting one", exc)
+            box.next_shell = future
+            self._drop_next_shell(box)  # if it comes up after all, it is ended
             return None
         if shell.proc.poll() is not None:
             self._end_shell(shell)
@@ -1292,6 +1325,7 @@ class LocalSandbox(Sandbox):
                         clear(entry.path, path)
                     continue
                 if path in on_the_way and stat.S_ISDIR(st.st_mode):  # holds a mount point: put it right
+                    os.lchown(entry.path, uid, gid)
                     os.chmod(entry.path, spec[2] if spec is not None else 0o755)
                     _drop_xattrs(Path(entry.path))
                     kept.add(path)
@@ -1304,6 +1338,7 @@ class LocalSandbox(Sandbox):
 
         for d in WRITABLE_DIRS:
             host = box.writable(d)
+            os.lchown(host, uid, gid)  # the agent may have given it to another user (many users)
             os.chmod(host, 0o700)  # the agent may have made it unreadable (_fill sets the mode)
             _drop_xattrs(host)  # a default ACL would shape the next episode's files
             clear(str(host), d.lstrip("/"))
@@ -1352,10 +1387,12 @@ class LocalSandbox(Sandbox):
             raise BackendError(f"could not start {argv[0]!r} for the local sandbox: {exc}") from exc
 
     def _etc_read_only(self) -> list[tuple[str, Path]]:
-        """(path under /etc, template dir) of the template trees bound read-only into each box."""
+        """(path under /etc, template path) of the template's trees and files bound read-only
+        into each box."""
         assert self._root is not None
         assert self._etc is not None
-        return [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()]
+        return [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()] \
+            + [(rel, self._etc / rel) for rel in ETC_READ_ONLY_FILES if (self._etc / rel).is_file()]
 
     def _holder_argv(self, box: _Box) -> list[str]:
         # Many users: the user namespace is made unmapped and waits in usermap.GATE until
@@ -2004,7 +2041,7 @@ class LocalSandbox(Sandbox):
         jobs_host = Path(jobs_file) if self.mechanism == "none" else box.map_writable(jobs_file)
         with contextlib.suppress(OSError, ValueError):
             if jobs_host is not None:
-                earlier = {int(x) for x in jobs_host.read_text().split()}
+                earlier = {int(x) for x in _read_small_file(jobs_host).split()}
         deadline = time.monotonic() + _KILL_ROUNDS_S
         while time.monotonic() < deadline:
             groups = set()

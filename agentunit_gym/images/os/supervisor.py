@@ -845,6 +845,13 @@ class Supervisor:
         # message queues of the last one go with its namespace, which nothing holds any more.
         if libc.unshare(CLONE_NEWIPC) != 0:
             return {"ok": False, "error": f"cannot make a new IPC namespace: {os.strerror(ctypes.get_errno())}"}
+        # The agent's /dev/pts is the container's (its terminals are ours): put back what root
+        # could change there, the mode and owner of ptmx.
+        try:
+            os.chown("/dev/pts/ptmx", 0, 0)
+            os.chmod("/dev/pts/ptmx", 0o666)
+        except OSError:
+            pass
         t1 = time.monotonic()
         mount_root()
         t2 = time.monotonic()
