@@ -76,6 +76,7 @@ from agentunit_gym.images.os.supervisor import (
     EXITED_NOTE,
     NESTED_KILLED_NOTE,
     SHELL_SETUP,
+    flush_terminal_input,
     interactive_shell,
     quote,
 )
@@ -917,6 +918,7 @@ class LocalSandbox(Sandbox):
         self._prlimit: str | None = None
         self._box: _Box | None = None
         self._state: dict[str, _CopyEntry] | None = None  # what a box's writable dirs start with
+        self._etc_bound: list[tuple[str, Path]] | None = None  # the template's read-only binds
         self._spare: Future[_Box] | None = None
         self._worker: ThreadPoolExecutor | None = None  # builds the spare, deletes old dirs
         self._closed = False
@@ -1157,8 +1159,7 @@ class LocalSandbox(Sandbox):
             shell = future.result(timeout=_START_TIMEOUT_S + _KILL_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure of it means: start one now
             logger.debug("local sandbox: the next shell is unusable (%s); starting one", exc)
-            box.next_shell = future
-            self._drop_next_shell(box)  # if it comes up after all, it is ended
+            self._end_when_up(future)  # if it comes up after all
             return None
         if shell.proc.poll() is not None:
             self._end_shell(shell)
@@ -1168,7 +1169,11 @@ class LocalSandbox(Sandbox):
     def _drop_next_shell(self, box: _Box) -> None:
         future, box.next_shell = box.next_shell, None
         if future is not None:
-            future.add_done_callback(lambda done: done.exception() is None and self._end_shell(done.result()))
+            self._end_when_up(future)
+
+    def _end_when_up(self, future: Future[_Shell]) -> None:
+        """End the shell ``future`` starts, once (and if) it is up."""
+        future.add_done_callback(lambda done: done.exception() is None and self._end_shell(done.result()))
 
     def _start_state(self) -> dict[str, _CopyEntry]:
         """What the writable dirs hold as an episode starts (the dirs themselves aside), by path
@@ -1388,11 +1393,13 @@ class LocalSandbox(Sandbox):
 
     def _etc_read_only(self) -> list[tuple[str, Path]]:
         """(path under /etc, template path) of the template's trees and files bound read-only
-        into each box."""
+        into each box (looked up once: the template does not change)."""
         assert self._root is not None
         assert self._etc is not None
-        return [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()] \
-            + [(rel, self._etc / rel) for rel in ETC_READ_ONLY_FILES if (self._etc / rel).is_file()]
+        if self._etc_bound is None:
+            self._etc_bound = [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()] \
+                + [(rel, self._etc / rel) for rel in ETC_READ_ONLY_FILES if (self._etc / rel).is_file()]
+        return self._etc_bound
 
     def _holder_argv(self, box: _Box) -> list[str]:
         # Many users: the user namespace is made unmapped and waits in usermap.GATE until
@@ -1939,22 +1946,8 @@ class LocalSandbox(Sandbox):
             shell.nested[-1].waiting = None
         if status is not None and shell.found == marker:
             return status
-        self._flush_input(shell)
+        flush_terminal_input(shell.slave)
         return None
-
-    @staticmethod
-    def _flush_input(shell: _Shell) -> None:
-        """Drop what we wrote to the terminal that no process read (lines for a killed shell)."""
-        try:
-            fd = os.open(shell.slave, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            termios.tcflush(fd, termios.TCIFLUSH)
-        except termios.error:
-            pass
-        finally:
-            os.close(fd)
 
     def _stop_nested(self, box: _Box, shell: _Shell, capture: _Capture, marker: bytes) -> bool:
         """After a timeout in a nested shell: stop what hangs and get a shell that answers.
@@ -1995,7 +1988,7 @@ class LocalSandbox(Sandbox):
                 with contextlib.suppress(OSError):
                     kill(top.pid, signal.SIGKILL)
             shell.nested.pop()
-            self._flush_input(shell)  # the resync lines it never read
+            flush_terminal_input(shell.slave)  # the resync lines it never read
             below = shell.nested[-1].waiting if shell.nested else shell.marker
             if below is None:
                 return False

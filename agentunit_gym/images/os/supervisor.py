@@ -351,6 +351,21 @@ NESTED_KILLED_NOTE = "\n[the command did not stop; the shell it ran in was ended
 RESTARTED_NOTE = "\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]\n"
 
 
+def flush_terminal_input(path: str) -> None:
+    """Drop what was written to the terminal at ``path`` that no process has read (lines for a
+    killed shell). Shared with the local sandbox."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except termios.error:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _proc_text(pid: int, name: str) -> bytes:
     try:
         with open(f"/proc/{pid}/{name}", "rb") as f:
@@ -600,17 +615,7 @@ class Shell:
         return "dead" if state == "dead" else "again"
 
     def _flush_input(self) -> None:
-        """Drop what we wrote to the terminal that no process has read (lines for a killed shell)."""
-        try:
-            fd = os.open(self.slave_name, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            termios.tcflush(fd, termios.TCIFLUSH)
-        except termios.error:
-            pass
-        finally:
-            os.close(fd)
+        flush_terminal_input(self.slave_name)
 
     def _spared(self) -> set[int]:
         """Our shells, the processes between them (``su``), and our own group: never runaways."""
