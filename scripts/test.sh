@@ -8,6 +8,11 @@
 # pytest with the Docker-backed tests required, not skipped. As a non-root user without
 # Docker it runs everything that needs no daemon.
 #
+# It installs the package and the `test` extra at the exact versions of
+# requirements/test.lock.txt (scripts/lock.sh refreshes it), into a virtualenv of its own
+# (.venv) unless one is active or $PYTHON names an interpreter. scripts/test-latest.sh runs the
+# same suite on the newest versions the ranges in pyproject.toml allow.
+#
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +21,31 @@ log() { printf '\n==> %s\n' "$*"; }
 have() { command -v "$1" >/dev/null 2>&1; }
 is_root() { [ "$(id -u)" = 0 ]; }
 
-PY=${PYTHON:-python3}
+# The interpreter: $PYTHON when set; else the active virtualenv's; else a venv of the
+# checkout's own (AGENTUNIT_VENV, .venv by default), made here when missing, so the suite
+# runs on exactly the locked versions and never on whatever a warm machine has installed.
+LOCK=${AGENTUNIT_LOCK-requirements/test.lock.txt}
+if [ -n "${PYTHON:-}" ]; then
+  PY=$PYTHON
+elif [ -n "${VIRTUAL_ENV:-}" ]; then
+  PY=$VIRTUAL_ENV/bin/python
+else
+  venv=${AGENTUNIT_VENV:-.venv}
+  if [ ! -x "$venv/bin/python" ]; then
+    log "making a virtual environment in $venv"
+    python3 -m venv "$venv"
+  fi
+  PY=$venv/bin/python
+fi
 
-log "installing agentunit-gym with its test extras"
-"$PY" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+if [ -n "$LOCK" ]; then
+  log "installing agentunit-gym with its test extras, at the versions in $LOCK"
+  "$PY" -m pip install --quiet --disable-pip-version-check -r "$LOCK" -e ".[test]"
+else
+  log "installing agentunit-gym with its test extras, newest versions its ranges allow (no lock)"
+  "$PY" -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e ".[test]"
+fi
+"$PY" -m pip check || { echo "the installed packages conflict (pip check above)" >&2; exit 1; }
 
 if is_root && have apt-get; then
   missing=()
