@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
 
@@ -23,6 +23,46 @@ CHUNK = 1000
 """Subjects per query in the set-level lookups (bounds each query's cost; the deadline is checked between)."""
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+$")
+
+
+XSD_NS = "http://www.w3.org/2001/XMLSchema#"
+
+Direction = Literal["max", "min"]
+OrderKey = tuple[float, ...]
+"""``(0, number)`` or ``(1, year, month, day, seconds)``: comparable within one kind."""
+
+_NUMERIC = frozenset(f"{XSD_NS}{name}" for name in (
+    "integer", "decimal", "double", "float", "int", "long", "short", "byte", "nonNegativeInteger",
+    "positiveInteger", "nonPositiveInteger", "negativeInteger", "unsignedLong", "unsignedInt",
+    "unsignedShort", "unsignedByte"))
+_DATES = frozenset(f"{XSD_NS}{name}" for name in ("date", "dateTime", "gYear", "gYearMonth"))
+_DATE = re.compile(r"^(-?\d{4,})(?:-(\d{2}))?(?:-(\d{2}))?(?:T(\d{2}):(\d{2}):(\d{2}(?:\.\d+)?))?")
+
+
+def order_key(value: str, datatype: str) -> OrderKey | None:
+    """How a literal ranks in a superlative; None for a literal that does not rank (text, bad lexical form).
+
+    >>> order_key("12.5", "http://www.w3.org/2001/XMLSchema#double")
+    (0, 12.5)
+    >>> order_key("1969-07-20", "http://www.w3.org/2001/XMLSchema#date")
+    (1, 1969.0, 7.0, 20.0, 0.0)
+    >>> order_key("1969", "http://www.w3.org/2001/XMLSchema#gYear") < order_key("1969-02", XSD_NS + "gYearMonth")
+    True
+    """
+    if datatype in _NUMERIC:
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return None if number != number else (0, number)  # NaN does not rank
+    if datatype in _DATES:
+        match = _DATE.match(value.strip())
+        if match is None:
+            return None
+        year, month, day, hours, minutes, seconds = match.groups()
+        clock = int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
+        return (1, float(year), float(month or 1), float(day or 1), clock)
+    return None
 
 
 class ResultTooLargeError(BackendError):
@@ -124,26 +164,34 @@ class SPARQLBackend(ABC):
         pattern = f"?s ?p ?o . FILTER({kind}) FILTER(STRSTARTS(STR(?p), '{FREEBASE_NS}'))"
         return self._chunked(subjects, "?p", pattern, timeout, limit)
 
-    def numbers(self, subjects: Iterable[str], predicate: str, *, timeout: float, limit: int) -> dict[str, float]:
-        """The numeric values of ``predicate`` on ``subjects`` (the largest when a subject has several).
+    def extremes(self, subjects: Iterable[str], predicate: str, direction: Direction, *, timeout: float,
+                 limit: int) -> dict[str, OrderKey]:
+        """Each subject's largest (``max``) or smallest (``min``) value of ``predicate``, as an order key.
+
+        As AgentBench's ``ORDER BY [DESC](?sk0) LIMIT 1`` ranks them: numbers by value, dates
+        (``xsd:date``, ``dateTime``, ``gYear``, ``gYearMonth``) in time order, a year alone at its
+        first day. Where a predicate has numbers and dates, only the numbers are ranked; other
+        literals are not ranked.
 
         Raises:
             BackendTimeoutError: past ``timeout``. BackendError: more than ``limit`` rows.
         """
         deadline = time.monotonic() + timeout
-        found: dict[str, float] = {}
+        numbers: dict[str, OrderKey] = {}
+        dates: dict[str, OrderKey] = {}
+        pick = max if direction == "max" else min
         for chunk in _chunks(subjects):
-            query = (f"SELECT ?s ?v WHERE {{ VALUES ?s {{ {' '.join(fb_iri(s) for s in chunk)} }} "
-                     f"?s {fb_iri(predicate)} ?v . FILTER(isNumeric(?v)) }}")
-            for subject, value in self.select(query, timeout=_left(deadline, timeout), limit=limit).rows:
-                if subject is None or value is None:
+            query = (f"SELECT ?s ?v (DATATYPE(?v) AS ?t) WHERE {{ VALUES ?s {{ {' '.join(fb_iri(s) for s in chunk)} }} "
+                     f"?s {fb_iri(predicate)} ?v . FILTER(isLiteral(?v)) }}")
+            for subject, value, datatype in self.select(query, timeout=_left(deadline, timeout), limit=limit).rows:
+                if subject is None or value is None or datatype is None:
                     continue
-                try:
-                    number = float(value)
-                except ValueError:
+                key = order_key(value, datatype)
+                if key is None:
                     continue
-                found[subject] = max(number, found.get(subject, number))
-        return found
+                found = numbers if key[0] == 0 else dates
+                found[subject] = pick(key, found.get(subject, key))
+        return numbers or dates
 
     def _chunked(self, subjects: Iterable[str], var: str, pattern: str, timeout: float, limit: int) -> set[str]:
         deadline = time.monotonic() + timeout

@@ -216,8 +216,8 @@ class KGSession:
         elif isinstance(program, Intersection):
             members = self._members(program.left) & self._members(program.right)
         elif isinstance(program, Superlative):
-            values = self.backend.numbers(self._visible(program.source), program.attribute,
-                                          timeout=self.timeout, limit=self.max_results)
+            values = self.backend.extremes(self._visible(program.source), program.attribute, program.direction,
+                                           timeout=self.timeout, limit=self.max_results)
             if values:
                 best = max(values.values()) if program.direction == "max" else min(values.values())
                 members = frozenset(k for k, v in values.items() if v == best)
