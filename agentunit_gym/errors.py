@@ -69,6 +69,13 @@ class BackendUnavailableError(AgentUnitError, RuntimeError):
     """A daemon or server the backend needs cannot be reached (Docker, MySQL, ...)."""
 
 
+class EndpointRequiredError(BackendUnavailableError, ConfigError):
+    """The tasks need a server the user must name (a Freebase SPARQL endpoint), and none was given.
+
+    Both a :class:`BackendUnavailableError` (no server to run on) and a :class:`ConfigError`
+    (the fix is an option the user passes: the CLI exits 2 with the message)."""
+
+
 class BackendError(AgentUnitError, RuntimeError):
     """The backend failed while in use: a container died, a connection dropped, a command of ours failed."""
 

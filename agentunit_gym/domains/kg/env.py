@@ -38,7 +38,7 @@ from agentunit_gym.domains.kg.prompt import task_prompt
 from agentunit_gym.domains.kg.scoring import answer_scores
 from agentunit_gym.domains.kg.task import TOOL_PARAMS, KGTask
 from agentunit_gym.domains.kg.tools import KGSession, ToolFailure, Vocabulary, cannot_execute
-from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, EpisodeStateError
+from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, EndpointRequiredError, EpisodeStateError
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,14 @@ class KGEnv(AgentEnv[KGTask]):
             from agentunit_gym.domains.kg.store import bundled_store
 
             endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
+            if graph == "freebase" and not endpoint:
+                # Without one, the bundled geography graph would answer Freebase questions: every
+                # episode would run, find nothing, and score 0 as if the agent had failed.
+                raise EndpointRequiredError(
+                    "these KG tasks are about Freebase (AgentBench's knowledge-graph items), and no Freebase "
+                    f"SPARQL endpoint was given. Set {ENDPOINT_ENV}=http://HOST:PORT/sparql (or pass "
+                    "endpoint=... to the env) to a server that holds Freebase, as AgentBench's setup runs it; "
+                    "the bundled graph cannot answer them.")
             self._store = open_sparql_backend(backend, endpoint=endpoint, store=bundled_store)
             self._owns_backend = True
         log.debug("KG env on the %s backend (asked for %r)", self._store.kind, backend)

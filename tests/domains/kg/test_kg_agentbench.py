@@ -116,3 +116,23 @@ def test_bad_files_name_the_problem(tmp_path: Path) -> None:
         load_agentbench_kg(bad)
     with pytest.raises(TaskFileError):
         load_agentbench_kg(tmp_path / "missing")
+
+
+def test_freebase_items_without_an_endpoint_stop_with_the_fix(data_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """They used to run on the bundled geography graph and score 0 each, as if the agent had failed."""
+    from agentunit_gym.cli.main import main
+    from agentunit_gym.errors import BackendUnavailableError, EndpointRequiredError
+
+    monkeypatch.delenv("AGENTUNIT_KG_ENDPOINT", raising=False)
+    for backend in ("auto", "embedded", "sparql"):
+        with pytest.raises(BackendUnavailableError, match="AGENTUNIT_KG_ENDPOINT=http"):
+            KGEnv(backend=backend, tasks=load_agentbench_kg(data_dir))
+    with pytest.raises(EndpointRequiredError):
+        KGEnv(tasks=load_agentbench_kg(data_dir), graph="freebase")
+    output = tmp_path / "run"
+    code = main(["eval", "--env", "KG-v0", "--tasks", str(data_dir / "knowledgegraph"), "--output", str(output)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "no Freebase SPARQL endpoint was given" in err and "AGENTUNIT_KG_ENDPOINT" in err
+    assert not (output / "episodes.jsonl").exists()
