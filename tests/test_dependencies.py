@@ -7,10 +7,10 @@ extra, inside the ranges, so a refresh that forgets a package or leaves a range 
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version

@@ -38,7 +38,13 @@ from agentunit_gym.domains.kg.prompt import task_prompt
 from agentunit_gym.domains.kg.scoring import answer_scores
 from agentunit_gym.domains.kg.task import TOOL_PARAMS, KGTask
 from agentunit_gym.domains.kg.tools import KGSession, ToolFailure, Vocabulary, cannot_execute
-from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, EndpointRequiredError, EpisodeStateError
+from agentunit_gym.errors import (
+    BackendError,
+    BackendTimeoutError,
+    ConfigError,
+    EndpointRequiredError,
+    EpisodeStateError,
+)
 
 log = logging.getLogger(__name__)
 

@@ -118,8 +118,8 @@ def test_bad_files_name_the_problem(tmp_path: Path) -> None:
         load_agentbench_kg(tmp_path / "missing")
 
 
-def test_freebase_items_without_an_endpoint_stop_with_the_fix(data_dir: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_freebase_items_without_an_endpoint_stop_with_the_fix(
+        data_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """They used to run on the bundled geography graph and score 0 each, as if the agent had failed."""
     from agentunit_gym.cli.main import main
     from agentunit_gym.errors import BackendUnavailableError, EndpointRequiredError
