@@ -98,11 +98,13 @@ class SandboxConformance:
     """Behaviours shared by every :class:`Sandbox` implementation."""
 
     @pytest.fixture(scope="class", params=SANDBOX_KINDS)
-    def sandbox_kind(self, request: pytest.FixtureRequest) -> str:
+    @classmethod
+    def sandbox_kind(cls, request: pytest.FixtureRequest) -> str:
         return str(request.param)
 
     @pytest.fixture(scope="class")
-    def sandbox_instance(self, sandbox_kind: str) -> Iterator[Sandbox]:
+    @classmethod
+    def sandbox_instance(cls, sandbox_kind: str) -> Iterator[Sandbox]:
         sandbox = make_sandbox(sandbox_kind)
         sandbox.start()
         yield sandbox

@@ -144,7 +144,8 @@ class MySQLOnlyBehaviour(SharedBehaviour):
 
 class TestSQLite(SharedBehaviour):
     @pytest.fixture(scope="class")
-    def backend(self) -> Iterator[SQLBackend]:
+    @classmethod
+    def backend(cls) -> Iterator[SQLBackend]:
         sql = SQLiteBackend()
         yield sql
         sql.close()
@@ -153,7 +154,8 @@ class TestSQLite(SharedBehaviour):
 @pytest.mark.docker
 class TestMariaDBContainer(MySQLOnlyBehaviour):
     @pytest.fixture(scope="class")
-    def backend(self) -> Iterator[MySQLBackend]:
+    @classmethod
+    def backend(cls) -> Iterator[MySQLBackend]:
         sql = MySQLBackend()
         yield sql
         sql.close()
@@ -175,7 +177,8 @@ class TestMariaDBByDSN(MySQLOnlyBehaviour):
     """A server whose own configuration is MariaDB's stock one: the sessions carry the dialect."""
 
     @pytest.fixture(scope="class")
-    def backend(self) -> Iterator[MySQLBackend]:
+    @classmethod
+    def backend(cls) -> Iterator[MySQLBackend]:
         with tcp_mariadb() as (dsn, _container):
             sql = MySQLBackend(dsn=dsn)
             yield sql

@@ -19,7 +19,8 @@ from tests.backends.sql_conformance import SQLConformance
 
 class TestSQLite(SQLConformance):
     @pytest.fixture(scope="class")
-    def backend(self) -> Iterator[SQLBackend]:
+    @classmethod
+    def backend(cls) -> Iterator[SQLBackend]:
         sql = SQLiteBackend()
         yield sql
         sql.close()
@@ -28,7 +29,8 @@ class TestSQLite(SQLConformance):
 @pytest.mark.docker
 class TestMySQLContainer(SQLConformance):
     @pytest.fixture(scope="class")
-    def backend(self) -> Iterator[SQLBackend]:
+    @classmethod
+    def backend(cls) -> Iterator[SQLBackend]:
         sql = MySQLBackend()
         yield sql
         sql.close()
@@ -40,7 +42,8 @@ class TestMySQLDSN(SQLConformance):
     """An existing server by DSN: AGENTUNIT_MYSQL_DSN, else a networked MariaDB container."""
 
     @pytest.fixture(scope="class")
-    def backend(self) -> Iterator[SQLBackend]:
+    @classmethod
+    def backend(cls) -> Iterator[SQLBackend]:
         with external_dsn() as dsn:
             sql = MySQLBackend(dsn=dsn)
             yield sql
