@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n==> %s\n' "$*"; }
+log() { printf '\n==> [%s, %ss in] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*"; }
 have() { command -v "$1" >/dev/null 2>&1; }
 is_root() { [ "$(id -u)" = 0 ]; }
 
