@@ -57,18 +57,23 @@ class Usage(BaseModel):
 class AgentReply(str):
     """An agent's reply that carries its usage: ``AgentReply(text, Usage(...))``.
 
-    It is a ``str``, so every env accepts it as an action; wrappers read ``.usage``.
+    It is a ``str``, so every env accepts it as an action; wrappers read ``.usage``. A chat
+    agent may also give the assistant message its model produced (``message``: OpenAI's
+    ``content`` and ``tool_calls``): :class:`~agentunit_gym.core.chat.ChatTranscript` keeps
+    it as given (the model's call id and text beside the call), and the trace records it.
     """
 
     usage: Usage | None
+    message: dict[str, Any] | None
 
-    def __new__(cls, text: str, usage: Usage | None = None) -> AgentReply:
+    def __new__(cls, text: str, usage: Usage | None = None, message: dict[str, Any] | None = None) -> AgentReply:
         obj = super().__new__(cls, text)
         obj.usage = usage
+        obj.message = message
         return obj
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep usage across process boundaries (AsyncVectorEnv)
-        return (AgentReply, (str(self), self.usage))
+        return (AgentReply, (str(self), self.usage, self.message))
 
 
 class StepRecord(BaseModel):
