@@ -100,6 +100,11 @@ class StepRecord(BaseModel):
     env_latency_s: float = 0.0
     usage: Usage = Field(default_factory=Usage)
     flags: tuple[Flag, ...] = ()
+    message: dict[str, Any] | None = None
+    """The assistant chat message the agent's model produced for this reply (``content``,
+    ``tool_calls``), when the agent gave one (:class:`AgentReply`'s ``message``, as the
+    built-in OpenAI agent does); texts capped like ``raw_action``. The export rebuilds the
+    conversation the model saw from it."""
 
 
 class TrapRecord(BaseModel):
@@ -131,6 +136,13 @@ class EpisodeTrace(BaseModel):
     seed: int | None = None
     instruction: str = ""
     prompt: str = ""
+    grammar: str = ""
+    """The action grammar the agent was shown (the reset ``info["grammar"]``)."""
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    """The tools the agent was shown, in the OpenAI function-calling schema (the reset ``info["tools"]``)."""
+    max_chars: int | None = 4000
+    """The cap on each recorded text (prompt, reply, thought, observation); None: recorded in
+    full (``agentunit-gym eval --full-text``). Traces written before this field were capped at 4000."""
     optimal_steps: int = 1
     max_steps: int | None = None
     started_at: float
