@@ -79,26 +79,32 @@ def test_parquet_rows_equal_the_jsonl_rows(tmp_path: Path) -> None:
             {k: from_jsonl[k] for k in ("reward", "rewards", "task_id", "seed", "score", "tools")}
 
 
-def test_the_export_is_what_the_openai_agent_sent(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("mode", "protocol"), [("tools", "agentunit"), ("react", "agentunit"),
+                                              ("tools", "agentbench-fc")])
+def test_the_export_is_what_the_openai_agent_sent(tmp_path: Path, mode: str, protocol: str) -> None:
+    answer_tool, answer_key = ("commit_final_answer", "answers") if protocol == "agentbench-fc" else (
+        "submit_answer", "answer")
+
     def respond(body: dict[str, Any]) -> dict[str, Any]:
-        turn = sum(1 for m in body["messages"] if m["role"] == "assistant"
-                   and not str((m.get("tool_calls") or [{}])[0].get("id", "")).startswith("example_"))
-        if turn == 0:
-            return {"role": "assistant", "content": "Let me look.", "tool_calls": [{
-                "id": f"m-{len(server.requests)}", "type": "function",  # the request is counted before it is answered
-                "function": {"name": "execute_sql", "arguments": '{ "query" : "SELECT 1" }'}}]}
+        number = len(server.requests)  # counted before it is answered; concurrency 1: 3 requests an episode
+        turn = (number - 1) % 3
         if turn == 1:
             return {"role": "assistant", "content": "Hmm, thinking."}
-        answer = {"name": "submit_answer", "arguments": '{"answer": ["1"]}'}
-        return {"role": "assistant", "content": None, "tool_calls": [{"id": "m-last", "type": "function",
-                                                                      "function": answer}]}
+        if mode == "react":
+            return {"role": "assistant", "content": "Action: Operation\n```sql\nSELECT 1\n```" if turn == 0
+                    else 'Action: Answer\nFinal Answer: ["1"]'}
+        call = ({"name": "execute_sql", "arguments": '{ "query" : "SELECT 1" }'} if turn == 0
+                else {"name": answer_tool, "arguments": json.dumps({answer_key: ["1"]})})
+        return {"role": "assistant", "content": "Let me look." if turn == 0 else None,
+                "tool_calls": [{"id": f"m-{number}", "type": "function", "function": call}]}
 
     with FakeChatServer(respond) as server:
         run = tmp_path / "run"
         evaluate(EvalConfig(envs=("DB-v0",), backends=("sqlite",), agent="openai:m", n=2, concurrency=1,
-                            agent_settings={"mode": "tools", "base_url": server.base_url}),
-                 run, base_url=server.base_url, agent_options={"mode": "tools"}, check_endpoint=False)
+                            protocol=protocol, agent_settings={"mode": mode, "base_url": server.base_url}),
+                 run, base_url=server.base_url, agent_options={"mode": mode}, check_endpoint=False)
         requests = [r["messages"] for r in server.requests]
+        tools_sent = server.requests[0].get("tools")
     export_run(run, tmp_path / "out.jsonl")
     rows = _read_jsonl(tmp_path / "out.jsonl")
     assert len(rows) == 2 and len(requests) == 6
@@ -106,10 +112,17 @@ def test_the_export_is_what_the_openai_agent_sent(tmp_path: Path) -> None:
         for sent in requests[3 * number: 3 * number + 3]:
             assert row["messages"][: len(sent)] == sent  # every request is a prefix of the exported conversation
         assert row["prompt"] == requests[3 * number]
-        first_call = row["messages"][len(row["prompt"])]
-        assert first_call["content"] == "Let me look." and first_call["tool_calls"][0]["id"] == f"m-{3 * number + 1}"
-        assert [m["role"] for m in row["messages"][len(row["prompt"]):]] == [
-            "assistant", "tool", "assistant", "user", "assistant", "tool"]
+        turns = row["messages"][len(row["prompt"]):]
+        assert row["finish_reason"] == "complete" and len(turns) == 6
+        if mode == "react":
+            assert [m["role"] for m in turns] == ["assistant", "user"] * 3
+            continue
+        assert [m["role"] for m in turns] == ["assistant", "tool", "assistant", "user", "assistant", "tool"]
+        assert turns[0]["content"] == "Let me look." and turns[0]["tool_calls"][0]["id"] == f"m-{3 * number + 1}"
+        # The tools the model was given (under agentbench-fc, that protocol's schemas).
+        assert json.loads(row["tools"]) == tools_sent
+    if protocol == "agentbench-fc":  # no worked example under another release's tool names
+        assert [m["role"] for m in rows[0]["prompt"]] == ["system", "user"]
 
 
 def test_truncated_traces_are_flagged_and_full_text_keeps_everything(tmp_path: Path) -> None:

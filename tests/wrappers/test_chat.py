@@ -10,6 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from agentunit_gym.core.chat import ChatTranscript
+from agentunit_gym.core.registry import domains
 from agentunit_gym.core.spaces import ChatSpace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers import ChatMessages, make_eval_env
@@ -103,3 +104,18 @@ def test_sync_vector_env_batches_conversations_of_mixed_replies() -> None:
     assert observations[0][-1]["role"] == "tool" and observations[1][-1]["role"] == "user"
     assert json.loads(observations[0][-2]["tool_calls"][0]["function"]["arguments"]) == {"text": "hi"}
     envs.close()
+
+
+EMBEDDED = [(spec.id, next(b.name for b in d.backends if b.embedded)) for d in domains() for spec in d.envs]
+
+
+@pytest.mark.parametrize(("env_id", "backend"), EMBEDDED)
+def test_check_env_passes_on_every_registered_env(env_id: str, backend: str) -> None:
+    env = ChatMessages(gym.make(env_id, backend=backend))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*different from the unwrapped version.*")
+        check_env(env, skip_render_check=True)
+    messages, info = env.reset(seed=0)
+    assert env.observation_space.contains(messages) and messages[-1]["role"] == "user"
+    assert messages[0]["role"] == "system" and len(messages) > 2  # each domain has a worked example
+    env.close()
