@@ -179,8 +179,12 @@ def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id
               metadata: dict[str, Any] | None = None) -> EpisodeTrace:
     """The trace of an episode that just started, from its reset ``observation`` and ``info``.
 
-    ``task_id`` is used when ``info`` has none.
+    ``task_id`` is used when ``info`` has none. A task's split (``info["split"]``, when tasks
+    carry one) goes to ``metadata["split"]``, where the trajectory export reads it.
     """
+    metadata = dict(metadata or {})
+    if info.get("split"):
+        metadata["split"] = str(info["split"])
     return EpisodeTrace(
         episode_id=episode_id,
         env_id=env_id,
@@ -197,7 +201,7 @@ def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id
         optimal_steps=int(info.get("optimal_steps") or 1),
         max_steps=_int_or_none(info.get("step_limit", info.get("max_steps"))),
         started_at=time.time(),
-        metadata=dict(metadata or {}),
+        metadata=metadata,
     )
 
 

@@ -159,3 +159,15 @@ def test_cli_exports_and_warns_about_truncation(tmp_path: Path) -> None:
     assert len(_read_jsonl(tmp_path / "rows.jsonl")) == 3
     missing = cli("export", str(tmp_path / "nowhere"), "-o", str(tmp_path / "x.jsonl"), cwd=tmp_path)
     assert missing.returncode == 2 and "no episodes.jsonl" in missing.stderr
+
+
+def test_a_tasks_split_reaches_the_row() -> None:
+    from agentunit_gym.eval.export import _split_of
+    from agentunit_gym.wrappers.trace import new_trace
+
+    def trace(info: dict[str, Any]) -> Any:
+        return new_trace("Task", info, episode_id="e", env_id="AgentUnit/DB-v0", domain="db", backend="sqlite",
+                         task_id="t", seed=0, max_chars=None)
+
+    assert _split_of(trace({"split": "train"})) == "train"
+    assert _split_of(trace({})) == ""  # tasks without splits yet
