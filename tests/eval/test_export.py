@@ -171,3 +171,15 @@ def test_a_tasks_split_reaches_the_row() -> None:
 
     assert _split_of(trace({"split": "train"})) == "train"
     assert _split_of(trace({})) == ""  # tasks without splits yet
+
+
+def test_cli_full_text_run_exports_without_a_warning(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "--agent", "random", "-n", "2", "--full-text",
+               "--output", str(run), "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run / "config.json").read_text())["full_text"] is True
+    assert all(t is not None and t.max_chars is None for _, t in iter_records(run))
+    exported = cli("export", str(run), "-o", str(tmp_path / "rows.parquet"), "--format", "jsonl", cwd=tmp_path)
+    assert exported.returncode == 0 and "text cut" not in exported.stderr
+    assert len(_read_jsonl(tmp_path / "rows.parquet")) == 2  # --format wins over the suffix
