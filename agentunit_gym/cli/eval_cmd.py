@@ -109,6 +109,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--network", action="store_true", default=None,
                    help="give the envs the network (the OS sandboxes; other envs are unaffected). Off by default: "
                         "tasks that need it (package installs, downloads) are then left out and listed")
+    p.add_argument("--full-text", action="store_true", default=None,
+                   help="record every text of the traces in full (default: capped at 4000 characters), so "
+                        "`agentunit-gym export` gives untruncated conversations")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     p.add_argument("--api-key-env", default=None, help="env variable holding the API key (default OPENAI_API_KEY)")
     p.add_argument("--tools", action="store_true", default=None,
@@ -187,7 +190,7 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         "concurrency": args.concurrency, "task_ids": args.task_ids, "categories": args.categories,
         "trap_rate": args.trap_rate, "seed": args.seed, "episode_timeout_s": args.episode_timeout,
         "vector": args.vector, "protocol": args.protocol, "invalid_action": args.invalid_action,
-        "network": args.network,
+        "network": args.network, "full_text": args.full_text,
     }
     if args.envs:
         check_env_ids(args.envs)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium.error import CustomSpaceError
-from gymnasium.spaces import Box, Text
+from gymnasium.spaces import Box, Sequence, Space, Text
 from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
 from gymnasium.vector.utils import create_shared_memory
 
@@ -122,3 +122,76 @@ def _unflatten_unicode(space: UnicodeText, x: Any) -> str:  # type: ignore[misc]
     _bounded(space)
     codes = np.asarray(x).astype(np.int64).ravel()
     return "".join(chr(int(c)) for c in codes if c != _PAD)
+
+
+# ------------------------------------------------------------------ chat messages
+
+CHAT_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+
+
+class ChatMessageSpace(Space[dict[str, Any]]):
+    """One OpenAI chat message: a dict with a ``role`` of :data:`CHAT_ROLES` and a ``content``
+    that is a ``str`` (or None for an assistant message with ``tool_calls``); a ``tool``
+    message also has a ``tool_call_id``, an assistant message may have a list of ``tool_calls``.
+
+    ``sample()`` draws a user message with random Unicode text.
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def contains(self, x: Any) -> bool:
+        if not isinstance(x, dict) or x.get("role") not in CHAT_ROLES:
+            return False
+        content = x.get("content")
+        calls = x.get("tool_calls")
+        if x["role"] == "tool" and not isinstance(x.get("tool_call_id"), str):
+            return False
+        if calls is not None and (x["role"] != "assistant" or not isinstance(calls, list)
+                                  or not all(isinstance(c, dict) for c in calls)):
+            return False
+        return isinstance(content, str) or (content is None and bool(calls))
+
+    def sample(self, mask: Any = None, probability: Any = None) -> dict[str, Any]:
+        picks = self.np_random.integers(0, len(_SAMPLE_ALPHABET), size=int(self.np_random.integers(0, 65)))
+        return {"role": "user", "content": "".join(_SAMPLE_ALPHABET[int(i)] for i in np.asarray(picks))}
+
+    def __repr__(self) -> str:
+        return "ChatMessageSpace()"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ChatMessageSpace)
+
+    def __hash__(self) -> int:
+        return hash(ChatMessageSpace)
+
+
+class ChatSpace(Sequence):
+    """A conversation: a ``list`` (or ``tuple``) of chat messages (:class:`ChatMessageSpace`).
+
+    A subclass of gymnasium's ``Sequence``, so the vector utilities batch it (as a tuple of
+    conversations) and ``check_env`` accepts it; unlike ``Sequence`` it also contains lists,
+    the form chat APIs and chat templates take. ``sample()`` returns a list.
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(ChatMessageSpace(), stack=False, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, (list, tuple)) and all(self.feature_space.contains(m) for m in x)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
+        return list(super().sample())
+
+    def __repr__(self) -> str:
+        return "ChatSpace()"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ChatSpace)
+
+    def __hash__(self) -> int:
+        return hash(ChatSpace)

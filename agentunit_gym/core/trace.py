@@ -57,18 +57,23 @@ class Usage(BaseModel):
 class AgentReply(str):
     """An agent's reply that carries its usage: ``AgentReply(text, Usage(...))``.
 
-    It is a ``str``, so every env accepts it as an action; wrappers read ``.usage``.
+    It is a ``str``, so every env accepts it as an action; wrappers read ``.usage``. A chat
+    agent may also give the assistant message its model produced (``message``: OpenAI's
+    ``content`` and ``tool_calls``): :class:`~agentunit_gym.core.chat.ChatTranscript` keeps
+    it as given (the model's call id and text beside the call), and the trace records it.
     """
 
     usage: Usage | None
+    message: dict[str, Any] | None
 
-    def __new__(cls, text: str, usage: Usage | None = None) -> AgentReply:
+    def __new__(cls, text: str, usage: Usage | None = None, message: dict[str, Any] | None = None) -> AgentReply:
         obj = super().__new__(cls, text)
         obj.usage = usage
+        obj.message = message
         return obj
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep usage across process boundaries (AsyncVectorEnv)
-        return (AgentReply, (str(self), self.usage))
+        return (AgentReply, (str(self), self.usage, self.message))
 
 
 class StepRecord(BaseModel):
@@ -95,6 +100,11 @@ class StepRecord(BaseModel):
     env_latency_s: float = 0.0
     usage: Usage = Field(default_factory=Usage)
     flags: tuple[Flag, ...] = ()
+    message: dict[str, Any] | None = None
+    """The assistant chat message the agent's model produced for this reply (``content``,
+    ``tool_calls``), when the agent gave one (:class:`AgentReply`'s ``message``, as the
+    built-in OpenAI agent does); texts capped like ``raw_action``. The export rebuilds the
+    conversation the model saw from it."""
 
 
 class TrapRecord(BaseModel):
@@ -126,6 +136,13 @@ class EpisodeTrace(BaseModel):
     seed: int | None = None
     instruction: str = ""
     prompt: str = ""
+    grammar: str = ""
+    """The action grammar the agent was shown (the reset ``info["grammar"]``)."""
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    """The tools the agent was shown, in the OpenAI function-calling schema (the reset ``info["tools"]``)."""
+    max_chars: int | None = 4000
+    """The cap on each recorded text (prompt, reply, thought, observation); None: recorded in
+    full (``agentunit-gym eval --full-text``). Traces written before this field were capped at 4000."""
     optimal_steps: int = 1
     max_steps: int | None = None
     started_at: float

@@ -79,6 +79,10 @@ class EvalConfig(BaseModel):
     domains that take it (the OS sandboxes); other envs are unaffected. Off by default; tasks
     that need the network are left out of a run without it (listed in ``summary.json``)."""
 
+    full_text: bool = False
+    """Record every text of the traces in full (``--full-text``) instead of capped at 4000
+    characters, so an export (``agentunit-gym export``) gives untruncated conversations."""
+
     @field_validator("envs")
     @classmethod
     def _full_ids(cls, envs: tuple[str, ...]) -> tuple[str, ...]:
@@ -89,7 +93,7 @@ class EvalConfig(BaseModel):
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
                                         "trap_rate", "seed", "env_options", "tasks", "protocol",
-                                        "invalid_action", "network"})
+                                        "invalid_action", "network", "full_text"})
 
 
 __all__ = ["DEFAULT_VECTOR_MODE", "PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]

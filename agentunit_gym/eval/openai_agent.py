@@ -25,8 +25,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from agentunit_gym.core.domain import Prompt
-from agentunit_gym.core.registry import domain_names, get_domain
+from agentunit_gym.core.chat import GENERIC_INTRO, ChatTranscript, example_turns, system_prompt
 from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import EndpointError
 from agentunit_gym.eval.model_client import (
@@ -37,56 +36,6 @@ from agentunit_gym.eval.model_client import (
     context_limit_message,
     load_price_table,
 )
-
-# ---------------------------------------------------------------- prompts
-
-GENERIC_INTRO = "You are an agent solving a task step by step with tools."
-"""The system text for an env whose domain is not registered."""
-
-
-def _prompt(info: dict[str, Any]) -> Prompt | None:
-    domain = str(info.get("domain", ""))
-    return get_domain(domain).prompt if domain in domain_names() else None
-
-
-def system_prompt(info: dict[str, Any], mode: str) -> str:
-    """The system message for an episode: the domain's system text and, in react mode, the grammar."""
-    prompt = _prompt(info)
-    intro = prompt.system if prompt is not None else GENERIC_INTRO
-    if mode == "tools":
-        return intro + " Use exactly one tool call per turn."
-    grammar = str(info.get("grammar", ""))
-    return f"{intro}\n\nHow to reply:\n{grammar}\n\nNow, I will show you an example, then the real task."
-
-
-def example_turns(info: dict[str, Any], mode: str = "react") -> list[dict[str, Any]]:
-    """The domain's worked example as prior chat turns.
-
-    ``react``: user / assistant text turns (the ReAct replies). ``tools``: the same episode
-    with the assistant's tool calls and the env's replies as tool results.
-    """
-    prompt = _prompt(info)
-    if prompt is None:
-        return []
-    turns: list[dict[str, Any]] = []
-    if mode != "tools":
-        for step in prompt.example:
-            turns += [{"role": "user", "content": step.observation}, {"role": "assistant", "content": step.react}]
-        return turns
-    for index, step in enumerate(prompt.example):
-        if index == 0:
-            turns.append({"role": "user", "content": step.observation})
-        else:
-            turns.append({"role": "tool", "tool_call_id": f"example_{index - 1}", "content": step.observation})
-        call = {"id": f"example_{index}", "type": "function",
-                "function": {"name": step.tool, "arguments": json.dumps(dict(step.arguments), ensure_ascii=False)}}
-        turns.append({"role": "assistant", "content": None, "tool_calls": [call]})
-    if prompt.example:
-        # The example's last call commits; close it so the real task starts on a clean turn.
-        turns.append({"role": "tool", "tool_call_id": f"example_{len(prompt.example) - 1}",
-                      "content": "Episode finished."})
-    return turns
-
 
 # ---------------------------------------------------------------- the agent
 
@@ -105,20 +54,28 @@ class OpenAIChatAgent:
         self.config = config
         self.name = f"openai:{config.model}"
         self.client = ModelClient(config)
-        self._messages: list[dict[str, Any]] = []
+        self.chat = ChatTranscript(config.mode)
+        """The conversation so far (``chat.messages``), built by the same
+        :class:`~agentunit_gym.core.chat.ChatTranscript` as the ``ChatMessages`` wrapper and the export."""
         self._tools: list[dict[str, Any]] = []
-        self._pending_tool_call: str | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The messages sent with the next request (the last request's, plus the model's reply)."""
+        return self.chat.messages
 
     def reset(self, info: dict[str, Any]) -> None:
         """Start a new conversation for the task in ``info``."""
         self._tools = list(info.get("tools") or [])
-        self._messages = [{"role": "system", "content": system_prompt(info, self.config.mode)}]
-        if not info.get("protocol_tools"):  # the worked example uses the env's own tool names
-            self._messages += example_turns(info, self.config.mode)
-        self._pending_tool_call = None
+        self.chat = ChatTranscript(self.config.mode)
+        self.chat.start(info)
 
     async def act(self, observation: str, info: dict[str, Any]) -> str:
         """Send the observation, return the model's action with its usage (a coroutine).
+
+        The reply is an :class:`~agentunit_gym.core.trace.AgentReply` carrying the usage and
+        the model's assistant message (``message``), so a wrapper or a trace rebuilds the
+        conversation exactly.
 
         Raises:
             AgentContextLimitError: the endpoint refused the turn because the conversation
@@ -126,39 +83,37 @@ class OpenAIChatAgent:
             ModelAPIError: the endpoint kept failing until the retries or the deadline ran out,
                 or answered with a status that retrying cannot fix (400, 401, 404 ...).
         """
-        if not self._messages:
+        if not self.chat.messages:
             self.reset(info)
-        if self._pending_tool_call is not None:
-            self._messages.append({"role": "tool", "tool_call_id": self._pending_tool_call, "content": observation})
-            self._pending_tool_call = None
-        else:
-            self._messages.append({"role": "user", "content": observation})
+        self.chat.add_observation(observation)
         started = time.perf_counter()
         tools = self._tools if self.config.mode == "tools" else None
-        completion = await self.client.complete(self._messages, tools=tools)
+        completion = await self.client.complete(self.chat.messages, tools=tools)
         # The turn's latency includes retries and waits, as the agent's time in the trace should.
         usage = completion.usage.model_copy(update={"latency_s": time.perf_counter() - started})
-        return AgentReply(self._to_action(completion.message), usage)
+        action, message = _to_action(completion.message)
+        reply = AgentReply(action, usage, message)
+        self.chat.add_reply(reply)
+        return reply
 
-    # ------------------------------------------------------------ private
 
-    def _to_action(self, message: dict[str, Any]) -> str:
-        calls = message.get("tool_calls") or []
-        content = message.get("content") or ""
-        if calls:
-            call = calls[0]  # one action a turn: later calls are dropped, as the grammar's "last Act wins" is for text
-            function = call.get("function") or {}
-            self._messages.append({"role": "assistant", "content": content or None, "tool_calls": [call]})
-            self._pending_tool_call = str(call.get("id", "call_0"))
-            raw_args = function.get("arguments") or "{}"
-            try:
-                arguments = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
-            except ValueError:
-                # Hand the broken JSON to the env: it classifies it as an invalid format.
-                return '{"name": ' + json.dumps(function.get("name", "")) + ', "arguments": ' + str(raw_args) + "}"
-            return json.dumps({"name": function.get("name", ""), "arguments": arguments})
-        self._messages.append({"role": "assistant", "content": content})
-        return str(content)
+def _to_action(message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The env action of a model's message and the assistant message to keep in the conversation:
+    the first tool call as a JSON call (later calls are dropped, one action a turn), else the text."""
+    calls = message.get("tool_calls") or []
+    content = message.get("content") or ""
+    if calls:
+        call = calls[0]
+        function = call.get("function") or {}
+        kept = {"role": "assistant", "content": content or None, "tool_calls": [call]}
+        raw_args = function.get("arguments") or "{}"
+        try:
+            arguments = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
+        except ValueError:
+            # Hand the broken JSON to the env: it classifies it as an invalid format.
+            return '{"name": ' + json.dumps(function.get("name", "")) + ', "arguments": ' + str(raw_args) + "}", kept
+        return json.dumps({"name": function.get("name", ""), "arguments": arguments}), kept
+    return str(content), {"role": "assistant", "content": content}
 
 
 ENDPOINT_CHECK_TIMEOUT_S = 10.0
@@ -209,5 +164,5 @@ def _get(request: urllib.request.Request, timeout: float) -> tuple[int, str]:
         return exc.code, exc.read(65536).decode("utf-8", "replace")
 
 
-__all__ = ["DEFAULT_PRICES", "ModelAPIError", "OpenAIChatAgent", "OpenAIConfig", "check_openai_endpoint",
-           "context_limit_message", "example_turns", "load_price_table", "system_prompt"]
+__all__ = ["DEFAULT_PRICES", "GENERIC_INTRO", "ModelAPIError", "OpenAIChatAgent", "OpenAIConfig",
+           "check_openai_endpoint", "context_limit_message", "example_turns", "load_price_table", "system_prompt"]

@@ -116,7 +116,7 @@ def task_domains(paths: Sequence[str]) -> list[str]:
 def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, str]:
     """The standard evaluation stack (``make_eval_env``); the bare env if the stack is missing.
 
-    ``options`` may hold ``max_seconds``, ``trap_rate`` and ``invalid_policy`` (for the
+    ``options`` may hold ``max_seconds``, ``trap_rate``, ``invalid_policy`` and ``trace_max_chars`` (for the
     stack), ``protocol`` (wraps the env in :class:`~agentunit_gym.wrappers.aliases.RenameTools`
     when the domain's preset of that protocol renames tools) and env keyword arguments such
     as ``backend``.
@@ -125,7 +125,8 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
     try:
         from agentunit_gym.wrappers.stack import make_eval_env
     except ImportError:
-        bare = {k: v for k, v in options.items() if k not in ("max_seconds", "trap_rate", "invalid_policy")}
+        bare = {k: v for k, v in options.items()
+                if k not in ("max_seconds", "trap_rate", "invalid_policy", "trace_max_chars")}
         env = gym.make(env_id, **bare)
     else:
         stack_options = {k: v for k, v in options.items() if not (k == "trap_rate" and v is None)}

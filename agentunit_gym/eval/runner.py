@@ -249,6 +249,8 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
         options["protocol"] = config.protocol
     if config.trap_rate is not None:
         options["trap_rate"] = config.trap_rate
+    if config.full_text:
+        options["trace_max_chars"] = None
     return options
 
 

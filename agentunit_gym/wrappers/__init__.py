@@ -5,6 +5,7 @@ trap library format.
 """
 
 from agentunit_gym.wrappers.base import EpisodeWrapper, reward_of
+from agentunit_gym.wrappers.chat import ChatMessages
 from agentunit_gym.wrappers.classify import ClassifyActions
 from agentunit_gym.wrappers.context import (
     ApproxTokenCounter,
@@ -23,6 +24,7 @@ from agentunit_gym.wrappers.traps import InjectTraps, Trap, TrapLibrary, load_tr
 
 __all__ = [
     "ApproxTokenCounter",
+    "ChatMessages",
     "ClassifyActions",
     "DetectLoops",
     "EndTruncatedEpisode",

@@ -62,7 +62,7 @@ class RenameTools(gym.Wrapper[str, str, str, str]):
                 arguments[target] = value
         translated = json.dumps({"name": alias.tool, "arguments": arguments}, ensure_ascii=False)
         # Keep the agent's usage (an AgentReply is a str that carries it) for the trace.
-        return AgentReply(translated, action.usage) if isinstance(action, AgentReply) else translated
+        return AgentReply(translated, action.usage, action.message) if isinstance(action, AgentReply) else translated
 
 
 __all__ = ["RenameTools"]

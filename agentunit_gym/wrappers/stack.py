@@ -45,7 +45,7 @@ def make_eval_env(
     trap_rate: float = 0.0,
     trap_seed: int | None = None,
     trace_dir: str | Path | None = None,
-    trace_max_chars: int = 4000,
+    trace_max_chars: int | None = 4000,
     trace_metadata: dict[str, Any] | None = None,
     **env_options: Any,
 ) -> gym.Env[str, str]:
@@ -73,7 +73,7 @@ def make_eval_env(
             destructive actions).
         trap_seed: seed of the trap draws.
         trace_dir: where traces are written; None keeps them in ``info["trace"]`` only.
-        trace_max_chars: cap on recorded observations and replies.
+        trace_max_chars: cap on recorded observations and replies; None records them in full.
         trace_metadata: extra fields for every trace.
         **env_options: passed to ``gym.make`` (``backend=``, ``tasks=`` ...).
 

@@ -46,7 +46,7 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         env: a stack over an AgentUnit env.
         directory: where to write the JSON documents; None keeps them in memory only.
         env_id: the id recorded in traces (defaults to the env spec's id).
-        max_chars: cap on each recorded observation, reply and prompt.
+        max_chars: cap on each recorded observation, reply and prompt; None records them in full.
         metadata: extra fields copied into every trace (run id, agent name ...).
 
     Raises:
@@ -54,13 +54,13 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """
 
     def __init__(self, env: gym.Env[str, str], directory: str | Path | None = None, env_id: str | None = None,
-                 max_chars: int = 4000, metadata: dict[str, Any] | None = None) -> None:
+                 max_chars: int | None = 4000, metadata: dict[str, Any] | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, directory=directory, env_id=env_id, max_chars=max_chars,
                                                  metadata=metadata)
         gym.Wrapper.__init__(self, env)
         agent_env(env)
-        if max_chars < 1:
-            raise ConfigError(f"max_chars must be at least 1, got {max_chars!r}.")
+        if max_chars is not None and max_chars < 1:
+            raise ConfigError(f"max_chars must be at least 1 (or None for full text), got {max_chars!r}.")
         self.directory = Path(directory) if directory is not None else None
         # The base env's spec, not the wrapper's: Wrapper.spec rebuilds the spec stack and
         # deep-copies every make() argument (a task list costs ~1 s to copy).
@@ -175,12 +175,16 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
 
 
 def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id: str | None, domain: str,
-              backend: str, task_id: str, seed: int | None, max_chars: int,
+              backend: str, task_id: str, seed: int | None, max_chars: int | None,
               metadata: dict[str, Any] | None = None) -> EpisodeTrace:
     """The trace of an episode that just started, from its reset ``observation`` and ``info``.
 
-    ``task_id`` is used when ``info`` has none.
+    ``task_id`` is used when ``info`` has none. A task's split (``info["split"]``, when tasks
+    carry one) goes to ``metadata["split"]``, where the trajectory export reads it.
     """
+    metadata = dict(metadata or {})
+    if info.get("split"):
+        metadata["split"] = str(info["split"])
     return EpisodeTrace(
         episode_id=episode_id,
         env_id=env_id,
@@ -190,26 +194,29 @@ def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id
         category=str(info.get("category", "general")),
         seed=seed,
         instruction=str(info.get("instruction", "")),
-        prompt=cap_text(str(observation), max_chars, TRACE_NOTE),
+        prompt=_cap(str(observation), max_chars),
+        grammar=str(info.get("grammar") or ""),
+        tools=jsonable(list(info.get("tools") or [])),
+        max_chars=max_chars,
         optimal_steps=int(info.get("optimal_steps") or 1),
         max_steps=_int_or_none(info.get("step_limit", info.get("max_steps"))),
         started_at=time.time(),
-        metadata=dict(metadata or {}),
+        metadata=metadata,
     )
 
 
 def step_record(index: int, action: str, observation: str, reward: float, info: dict[str, Any], *, usage: Usage,
-                env_latency_s: float, timestamp: float, max_chars: int) -> StepRecord:
+                env_latency_s: float, timestamp: float, max_chars: int | None) -> StepRecord:
     """One step of a trace from what ``step`` returned: texts capped at ``max_chars``, the flags
     the wrappers set in ``info["flags"]`` merged with those that follow from the env's ``info``."""
     return StepRecord(
         index=index,
         timestamp=timestamp,
-        raw_action=cap_text(str(action), max_chars, TRACE_NOTE),
+        raw_action=_cap(str(action), max_chars),
         action=jsonable(info["action"]) if isinstance(info.get("action"), dict) else None,
         action_error=jsonable(info["action_error"]) if isinstance(info.get("action_error"), dict) else None,
-        thought=cap_text(str(info.get("thought") or ""), max_chars, TRACE_NOTE),
-        observation=cap_text(str(observation), max_chars, TRACE_NOTE),
+        thought=_cap(str(info.get("thought") or ""), max_chars),
+        observation=_cap(str(observation), max_chars),
         observation_chars=len(observation),
         execution=jsonable(info.get("execution") or {}),
         execution_error=bool(info.get("execution_error")),
@@ -217,7 +224,27 @@ def step_record(index: int, action: str, observation: str, reward: float, info: 
         env_latency_s=env_latency_s,
         usage=usage,
         flags=unique([*(info.get("flags") or []), *derive_flags(info)]),
+        message=_capped_message(action, max_chars),
     )
+
+
+def _cap(text: str, max_chars: int | None) -> str:
+    return text if max_chars is None else cap_text(text, max_chars, TRACE_NOTE)
+
+
+def _capped_message(action: str, max_chars: int | None) -> dict[str, Any] | None:
+    """The model's assistant message an ``AgentReply`` carries, its content and call arguments capped."""
+    message = action.message if isinstance(action, AgentReply) else None
+    if not isinstance(message, dict):
+        return None
+    kept: dict[str, Any] = jsonable(dict(message))
+    if isinstance(kept.get("content"), str):
+        kept["content"] = _cap(kept["content"], max_chars)
+    for call in kept.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            function["arguments"] = _cap(function["arguments"], max_chars)
+    return kept
 
 
 def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str, Any]) -> EpisodeTrace:
