@@ -20,70 +20,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
+from agentunit_gym.errors import ConfigError
+from agentunit_gym.eval.comparison import Comparison
+from agentunit_gym.eval.judge.metrics import judged_comparisons
 from agentunit_gym.eval.metrics import Episode, MetricDef, compute_metrics, definitions, group_by_task, succeeded
 from agentunit_gym.eval.stats import DEFAULT_BOOTSTRAP, difference_draws, sign_test
 from agentunit_gym.eval.summary import load_episodes
 
 RESAMPLES = DEFAULT_BOOTSTRAP
-ALPHA = 0.05
 
 TaskKey = tuple[str, str]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One metric in two runs."""
-
-    name: str
-    group: str
-    unit: str
-    a: float | None
-    b: float | None
-    diff_low: float | None
-    diff_high: float | None
-    higher_is_better: bool | None
-    method: str = ""
-    """``paired_bootstrap`` (tasks resampled together), ``unpaired_bootstrap`` (disjoint task
-    sets, each run's tasks resampled on its own), or empty when a run lacks the metric."""
-    p_value: float | None = None
-    """The exact paired test's p-value (the success rate of paired runs), else None."""
-
-    @property
-    def diff(self) -> float | None:
-        return None if self.a is None or self.b is None else self.b - self.a
-
-    @property
-    def significant(self) -> bool:
-        """The exact test's verdict where there is one (p < 0.05), else whether the interval
-        excludes 0. (A percentile bootstrap over a handful of tasks that all moved the same
-        way collapses to a point; the exact test does not claim more than the tasks show.)"""
-        if self.p_value is not None:
-            return self.p_value < ALPHA
-        if self.diff_low is None or self.diff_high is None:
-            return False
-        return self.diff_low > 0 or self.diff_high < 0
-
-    @property
-    def verdict(self) -> str:
-        """``better``, ``worse``, ``different`` (no preferred direction), ``same`` (not significant),
-        or ``n/a`` (a run lacks the metric)."""
-        if self.diff is None:
-            return "n/a"
-        if not self.significant:
-            return "same"
-        if self.higher_is_better is None:
-            return "different"
-        return "better" if (self.diff > 0) == self.higher_is_better else "worse"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "group": self.group, "unit": self.unit, "a": self.a, "b": self.b,
-                "diff": self.diff, "diff_low": self.diff_low, "diff_high": self.diff_high,
-                "significant": self.significant, "verdict": self.verdict, "method": self.method,
-                "p_value": self.p_value}
 
 
 @dataclass(frozen=True)
@@ -210,14 +160,11 @@ def compare_runs(run_a: Path, run_b: Path, *, seed: int = 0) -> list[Comparison]
     Raises:
         ConfigError: a directory is not a run.
     """
-    from agentunit_gym.errors import ConfigError
-
     sets = []
     for run in (run_a, run_b):
         if not (run / "episodes.jsonl").exists():
             raise ConfigError(f"{run} is not a run directory (no episodes.jsonl); give the --output of an eval.")
         sets.append(load_episodes(run)[1])
-    from agentunit_gym.eval.judge.metrics import judged_comparisons
 
     # The judged metrics (goal fidelity, criteria) when both runs were judged; rows missing in one say n/a.
     return compare_episodes(sets[0], sets[1], seed=seed) + judged_comparisons(run_a, run_b, seed=seed)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from agentunit_gym.eval.comparison import Comparison
 from agentunit_gym.eval.judge.run import JudgedEpisode, read_criteria, read_judged
 from agentunit_gym.eval.metrics import MetricValue
 from agentunit_gym.eval.stats import bootstrap, difference_draws, percentile_interval, rate_interval
@@ -135,12 +136,10 @@ def _task_sums(values: Values, tasks: list[str]) -> tuple[np.ndarray, np.ndarray
     return num, den
 
 
-def judged_comparisons(run_a: Path, run_b: Path, *, seed: int = 0, resamples: int = 2000) -> list[Any]:
+def judged_comparisons(run_a: Path, run_b: Path, *, seed: int = 0, resamples: int = 2000) -> list[Comparison]:
     """``compare``'s rows for the judged metrics: a bootstrap of the difference of means, paired by
     task over the tasks both runs judged (as ``compare`` pairs the catalog), unpaired when they
     share none. Empty when neither run was judged."""
-    from agentunit_gym.eval.compare import Comparison
-
     lines_a, lines_b = current_lines(run_a), current_lines(run_b)
     if not lines_a and not lines_b:
         return []
