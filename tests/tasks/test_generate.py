@@ -4,8 +4,10 @@ the oracle replaying a random sample of at least 200 generated tasks per domain 
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -130,3 +132,30 @@ def test_oracle_replays_a_random_sample_to_reward_one(name: str) -> None:
             assert terminated and reward == 0.0, (task.id, wrong, info.get("score"))
     finally:
         env.close()
+
+
+def test_kg_make_suite_takes_per_template() -> None:
+    from agentunit_gym.backends.sparql.embedded import EmbeddedSPARQL
+    from agentunit_gym.domains.kg.make_suite import make_suite
+    from agentunit_gym.domains.kg.store import bundled_store
+
+    with EmbeddedSPARQL(bundled_store()) as store:
+        one = make_suite(store, lambda ent: ent, per_template=1)
+        assert len(one) == 9 and len({t["template"] for t in one}) == 9
+        bundled = {t.instruction: t.template for t in get_domain("kg").bundled_tasks()}
+        assert all(bundled[t["question"]] == t["template"] for t in one)  # the suite's first question per template
+        with pytest.raises(ConfigError, match="per_template must be at least 1"):
+            make_suite(store, lambda ent: ent, per_template=0)
+
+
+def test_webshop_goals_main_writes_only_where_it_is_told(tmp_path: Path) -> None:
+    from agentunit_gym.domains.webshop import goals
+
+    suite = Path(goals.__file__).parent / "suite" / "goals.json"
+    before = suite.read_bytes()
+    with pytest.raises(SystemExit):
+        goals.main([])  # --output is required
+    assert goals.main(["--output", str(tmp_path / "g.json"), "--count", "3"]) == 0
+    written = json.loads((tmp_path / "g.json").read_text())["tasks"]
+    assert [t["id"] for t in written] == ["webshop-0000", "webshop-0001", "webshop-0002"]
+    assert suite.read_bytes() == before
