@@ -39,8 +39,8 @@ from typing import Any, Literal
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, collect_tasks
-from agentunit_gym.tasks.splits import assign_splits, family_of
 from agentunit_gym.tasks.spec import TaskSpec
+from agentunit_gym.tasks.splits import assign_splits, family_of
 
 __all__ = [
     "BackendSpec",

@@ -36,8 +36,8 @@ from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
 from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.loader import load_tasks
-from agentunit_gym.tasks.splits import filter_split
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
+from agentunit_gym.tasks.splits import filter_split
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
 

@@ -16,7 +16,8 @@ def test_generate_writes_a_file_that_validate_check_and_eval_read(tmp_path: Path
     done = cli("tasks", "generate", "--env", "DB-v0", "-n", "20", "--seed", "2", "--split", "train",
                "--output", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert f"wrote 20 db task(s) to {out} (train: 20); ids gen-db-s2-train-00000 ... gen-db-s2-train-00019" in done.stdout
+    expected = f"wrote 20 db task(s) to {out} (train: 20); ids gen-db-s2-train-00000 ... gen-db-s2-train-00019"
+    assert expected in done.stdout
     items = json.loads(out.read_text())["tasks"]
     assert [i["id"] for i in items][:2] == ["gen-db-s2-train-00000", "gen-db-s2-train-00001"]
     assert {i["split"] for i in items} == {"train"} and all(i["template"].startswith("gen-db/") for i in items)

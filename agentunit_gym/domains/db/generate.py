@@ -156,17 +156,20 @@ def _select_candidates(t: _Table) -> Iterator[Candidate]:
                     yield from _select(t, "gen-db/count-text-above", "counting",
                                        f"In the {name} table, count the rows whose {c} is {_shown(x)} and whose {n} "
                                        f"is at least {_shown(v)}.",
-                                       f"SELECT COUNT(*) FROM {name} WHERE {c} = {_literal(x)} AND {n} >= {_literal(v)}")
+                                       f"SELECT COUNT(*) FROM {name} WHERE {c} = {_literal(x)} "
+                                       f"AND {n} >= {_literal(v)}")
                 for fn, words, kind in _AGGREGATES:
                     yield from _select(t, f"gen-db/{fn.lower()}-by-text", kind,
-                                       f"What is {words} {n} over the rows of the {name} table whose {c} is {_shown(x)}?",
+                                       f"What is {words} {n} over the rows of the {name} table whose {c} is "
+                                       f"{_shown(x)}?",
                                        f"SELECT {fn}({n}) FROM {name} WHERE {c} = {_literal(x)}")
             yield from _distinct_and_compare(t, c, x)
     for n, m in itertools.permutations(t.numeric, 2):
         for v in t.values(m)[1:-1:2]:
             for fn, words, kind in _AGGREGATES:
                 yield from _select(t, f"gen-db/{fn.lower()}-by-threshold", kind,
-                                   f"In the {name} table, what is {words} {n} among the rows with {m} above {_shown(v)}?",
+                                   f"In the {name} table, what is {words} {n} among the rows with {m} above "
+                                   f"{_shown(v)}?",
                                    f"SELECT {fn}({n}) FROM {name} WHERE {m} > {_literal(v)}")
         yield from _select(t, "gen-db/compare-columns", "comparison",
                            f"How many rows of the {name} table have a larger {n} than {m}?",
@@ -191,7 +194,8 @@ def _select_candidates(t: _Table) -> Iterator[Candidate]:
                         yield from _select(t, "gen-db/rank-top-in-group", "ranking",
                                            f"Among the rows of the {name} table whose {c} is {_shown(x)}, which {k} "
                                            f"has the highest {n}?",
-                                           f"SELECT {k} FROM {name} WHERE {c} = {_literal(x)} ORDER BY {n} DESC LIMIT 1")
+                                           f"SELECT {k} FROM {name} WHERE {c} = {_literal(x)} "
+                                           f"ORDER BY {n} DESC LIMIT 1")
 
 
 def _distinct_and_compare(t: _Table, c: str, x: Any) -> Iterator[Candidate]:

@@ -151,7 +151,8 @@ def _pair_intersections(g: Graph, template: str, relation: str, question: str, c
 
 
 def _border_both(g: Graph) -> Iterator[Candidate]:
-    yield from _pair_intersections(g, "kg/border-both", ADJ, "Which countries share a land border with both {a} and {b}?",
+    yield from _pair_intersections(g, "kg/border-both", ADJ,
+                                   "Which countries share a land border with both {a} and {b}?",
                                    "How many countries share a land border with both {a} and {b}?",
                                    "kg/border-both-count")
 

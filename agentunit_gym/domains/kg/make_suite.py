@@ -4,10 +4,12 @@ Run ``python -m agentunit_gym.domains.kg.make_suite --output agentunit_gym/domai
 in a source checkout after a change to the graph or the templates (it writes only where it is
 told: never into an installed package). ``--per-template N`` keeps N questions per template
 (the bundled suite: 7). For more questions than the suite, with ids of their own and splits,
-use the generator (:mod:`agentunit_gym.domains.kg.generate`, ``agentunit-gym tasks generate``). Each question's ``actions`` are the reference
-tool calls (at least five, as AgentBench kept only such items), and its ``answer`` is what
-those calls' last variable holds on the embedded store: computed, never typed in. A test
-replays every question on every backend and checks the answer again.
+use the generator (:mod:`agentunit_gym.domains.kg.generate`, ``agentunit-gym tasks generate``).
+
+Each question's ``actions`` are the reference tool calls (at least five, as AgentBench kept
+only such items), and its ``answer`` is what those calls' last variable holds on the
+embedded store: computed, never typed in. A test replays every question on every backend
+and checks the answer again.
 """
 
 from __future__ import annotations
@@ -81,12 +83,14 @@ def drafts(store: EmbeddedSPARQL) -> Iterator[Draft]:
     picked = _by_name(countries, COUNTRIES)
 
     for (a, an), (b, bn) in zip(picked, picked[1:], strict=False):
-        yield Draft("kg/border-both", "intersection", f"Which countries share a land border with both {an} and {bn}?", {an: a, bn: b},
+        yield Draft("kg/border-both", "intersection",
+                    f"Which countries share a land border with both {an} and {bn}?", {an: a, bn: b},
                     (f"get_relations({a})", f"get_neighbors({a},{adj})", f"get_relations({b})",
                      f"get_neighbors({b},{adj})", "intersection(#0,#1)"))
     lang = "location.country.languages_spoken"
     for (a, an), (b, bn) in zip(picked[::2], picked[1::2], strict=False):
-        yield Draft("kg/language-both", "intersection", f"Which languages are spoken both in {an} and in {bn}?", {an: a, bn: b},
+        yield Draft("kg/language-both", "intersection",
+                    f"Which languages are spoken both in {an} and in {bn}?", {an: a, bn: b},
                     (f"get_relations({a})", f"get_neighbors({a},{lang})", f"get_relations({b})",
                      f"get_neighbors({b},{lang})", "intersection(#0,#1)"))
     cur_index = {name: ent for ent, name in currencies}
@@ -95,34 +99,40 @@ def drafts(store: EmbeddedSPARQL) -> Iterator[Draft]:
         if cur_name not in cur_index or cont_name not in cont_index:
             continue
         c, k = cur_index[cur_name], cont_index[cont_name]
-        yield Draft("kg/currency-continent-count", "count", f"How many countries in {cont_name} use the {cur_name}?", {cur_name: c, cont_name: k},
+        yield Draft("kg/currency-continent-count", "count",
+                    f"How many countries in {cont_name} use the {cur_name}?", {cur_name: c, cont_name: k},
                     (f"get_relations({c})", f"get_neighbors({c},finance.currency.countries_used)",
                      f"get_relations({k})", f"get_neighbors({k},location.continent.countries)",
                      "intersection(#0,#1)", "count(#2)"))
     for a, an in picked:
-        yield Draft("kg/neighbor-biggest-city", "argmax", f"What is the most populous city in the countries that border {an}?", {an: a},
+        yield Draft("kg/neighbor-biggest-city", "argmax",
+                    f"What is the most populous city in the countries that border {an}?", {an: a},
                     (f"get_relations({a})", f"get_neighbors({a},{adj})", "get_relations(#0)",
                      "get_neighbors(#0,location.country.cities)", "get_attributes(#1)",
                      "argmax(#1,location.citytown.population)"))
     for ent, name in _by_name(languages, LANGUAGES):
         label = name.split(" (")[0]
-        yield Draft("kg/language-biggest-country-capital", "argmax", f"What is the capital of the most populous country where {label} is spoken?",
+        yield Draft("kg/language-biggest-country-capital", "argmax",
+                    f"What is the capital of the most populous country where {label} is spoken?",
                     {label: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},language.human_language.countries_spoken_in)",
                      "get_attributes(#0)", "argmax(#0,location.country.population)", "get_relations(#1)",
                      "get_neighbors(#1,location.country.capital)"))
     for a, an in picked:
-        yield Draft("kg/neighbor-smallest-currency", "argmin", f"Which currency is used by the smallest country, by area, that borders {an}?",
+        yield Draft("kg/neighbor-smallest-currency", "argmin",
+                    f"Which currency is used by the smallest country, by area, that borders {an}?",
                     {an: a},
                     (f"get_relations({a})", f"get_neighbors({a},{adj})", "get_attributes(#0)",
                      "argmin(#0,location.country.area)", "get_relations(#1)",
                      "get_neighbors(#1,location.country.currency_used)"))
     for ent, name in _by_name(states, STATES):
-        yield Draft("kg/state-timezone-count", "count", f"How many time zones are the cities of {name} in?", {name: ent},
+        yield Draft("kg/state-timezone-count", "count",
+                    f"How many time zones are the cities of {name} in?", {name: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},location.us_state.cities)", "get_relations(#0)",
                      "get_neighbors(#0,location.citytown.time_zone)", "count(#1)"))
     for ent, name in _by_name(states, STATES):
-        yield Draft("kg/state-southernmost-timezone", "argmin", f"In which time zone is the southernmost city of {name}?", {name: ent},
+        yield Draft("kg/state-southernmost-timezone", "argmin",
+                    f"In which time zone is the southernmost city of {name}?", {name: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},location.us_state.cities)", "get_attributes(#0)",
                      "argmin(#0,location.citytown.latitude)", "get_relations(#1)",
                      "get_neighbors(#1,location.citytown.time_zone)"))
@@ -130,7 +140,8 @@ def drafts(store: EmbeddedSPARQL) -> Iterator[Draft]:
         "SELECT ?c WHERE { ?x <http://rdf.freebase.com/ns/location.country.capital> ?c }",
         timeout=60, limit=10_000).rows}
     for ent, name in _by_name([c for c in cities if c[0] in capital_ids], CAPITALS):
-        yield Draft("kg/capital-subdivision-count", "count", f"How many ISO 3166-2 subdivisions does the country whose capital is {name} have?",
+        yield Draft("kg/capital-subdivision-count", "count",
+                    f"How many ISO 3166-2 subdivisions does the country whose capital is {name} have?",
                     {name: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},location.citytown.capital_of)",
                      "get_relations(#0)", "get_neighbors(#0,location.country.administrative_divisions)",
