@@ -51,7 +51,7 @@ DOMAIN = Domain(
     suite=_HERE / "suite",
     task_family=goal_family,
     generator=TaskGenerator(
-        "goals over the default 100k-product catalog, one product each (~95k goals; ~3 ms a goal), "
+        "goals over the default 100k-product catalog, at most one per product (~3-5 ms a goal), "
         "with the reference purchase replayed to reward 1 before a goal is kept",
         generate="agentunit_gym.domains.webshop.goals:generate",
         templates="agentunit_gym.domains.webshop.goals:templates",
