@@ -12,7 +12,7 @@ import yaml
 from agentunit_gym.cli.eval_cmd import backend_choices, backend_help
 from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.generation import domain_for_env, generator_env_ids, task_items, write_generated
-from agentunit_gym.core.registry import broken_domains, domain_names, domains, find_task, get_domain
+from agentunit_gym.core.registry import broken_domains, domain_names, domains, env_ids, find_task, get_domain
 from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
 from agentunit_gym.errors import ConfigError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.spec import TaskSpec
@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
     listing = sub.add_parser("list", help="list the bundled tasks (or those of --tasks)")
     listing.add_argument("--domain", help=f"only this domain ({', '.join(domain_names())})")
     listing.add_argument("--category", help="only this category")
-    listing.add_argument("--env", help="only this env's domain (e.g. DB-v0)")
+    listing.add_argument("--env", help=f"only this env's domain ({', '.join(env_ids()) or 'none registered'}; "
+                                       "short ids work)")
     listing.add_argument("--split", choices=SPLITS, help="only the tasks of this split (docs/tasks.md, \"Splits\")")
     listing.add_argument("--json", action="store_true", help="print a JSON list of task objects instead of a table")
     listing.add_argument("--tasks", action="append", metavar="PATH", help=_TASKS_HELP)

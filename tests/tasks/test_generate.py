@@ -159,3 +159,44 @@ def test_webshop_goals_main_writes_only_where_it_is_told(tmp_path: Path) -> None
     written = json.loads((tmp_path / "g.json").read_text())["tasks"]
     assert [t["id"] for t in written] == ["webshop-0000", "webshop-0001", "webshop-0002"]
     assert suite.read_bytes() == before
+
+
+@pytest.mark.docker
+@pytest.mark.mysql
+def test_generated_db_answers_agree_on_sqlite_and_mysql() -> None:
+    """The bonus check: a sample of generated DB tasks gives the same answers (and, for
+    modifications, the same table hashes) on MySQL-compatible servers as on sqlite."""
+    from agentunit_gym.backends.sql.factory import open_sql_backend
+    from agentunit_gym.backends.sql.sqlite import SQLiteBackend
+    from agentunit_gym.domains.db.scoring import answers_match
+    from agentunit_gym.domains.db.task import DBTask
+
+    pool = [t for t in get_domain("db").generate_tasks(3000, seed=11) if isinstance(t, DBTask)]
+    sample = random.Random("mysql-sample").sample(pool, SAMPLE)
+    sqlite, mysql = SQLiteBackend(), open_sql_backend("mysql")
+    try:
+        disagree = []
+        for task in sample:
+            results = {}
+            for backend in (sqlite, mysql):
+                db = backend.open_episode(task.table_data())
+                try:
+                    for statement in task.reference_sql[:-1] if not task.is_modification else task.reference_sql:
+                        assert db.admin_query(statement).ok, (task.id, backend.kind)
+                    if task.is_modification:
+                        table = task.graded_table
+                        results[backend.kind] = [db.table_hash(table.name, [c.name for c in table.columns])]
+                    else:
+                        result = db.admin_query(task.reference_sql[-1])
+                        assert result.ok, (task.id, backend.kind, result.error)
+                        results[backend.kind] = [str(r[0]) for r in result.rows]
+                finally:
+                    db.close()
+            same = (results["sqlite"] == results["mysql"] if task.is_modification
+                    else answers_match(results["mysql"], list(task.answer or ())))
+            if not same:
+                disagree.append((task.id, task.template, task.reference_sql, results))
+        assert not disagree, disagree[:5]
+    finally:
+        sqlite.close()
+        mysql.close()
