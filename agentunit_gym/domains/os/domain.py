@@ -36,7 +36,7 @@ DOMAIN = Domain(
     ),
     suite=_HERE / "suite",
     generator=TaskGenerator(
-        "15 templated families (files, permissions, text processing, archives, processes, users: "
+        "21 templated families (files, permissions, text processing, archives, processes, users: "
         "agentunit_gym/domains/os/templates.yaml) with drawn names, counts, sizes, modes and contents; "
         "the users families set needs_users",
         generate="agentunit_gym.domains.os.generate:generate",

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import random
@@ -76,6 +77,21 @@ def _files_total_size(rng: random.Random) -> dict[str, Any]:
     return {"dir": directory, "writes": writes, "total": sum(sizes), "nested": rng.randint(100, 9000)}
 
 
+def _files_empty_count(rng: random.Random) -> dict[str, Any]:
+    return {"dir": _name(rng), "n": rng.randint(1, 40), "m": rng.randint(0, 30)}
+
+
+def _files_newest(rng: random.Random) -> dict[str, Any]:
+    directory = _name(rng)
+    names = [f"{w}.{rng.choice(EXTENSIONS)}" for w in rng.sample(WORDS, rng.randint(3, 8))]
+    # Distinct whole days between 2010 and 2025, so no two files share a time.
+    days = rng.sample(range(0, 365 * 15), len(names))
+    stamps = [(datetime.date(2010, 1, 1) + datetime.timedelta(days=d)).isoformat() for d in days]
+    writes = "\n".join(f'echo x > /root/{directory}/{n} && touch -d "{t} 12:00:00" /root/{directory}/{n}'
+                        for n, t in zip(names, stamps, strict=True))
+    return {"dir": directory, "writes": writes, "newest": names[days.index(max(days))]}
+
+
 def _perm_chmod(rng: random.Random) -> dict[str, Any]:
     mode = f"{rng.randint(4, 7)}{rng.randint(0, 7)}{rng.randint(0, 7)}"
     start = "644" if mode != "644" else "600"
@@ -116,6 +132,21 @@ def _text_sum_column(rng: random.Random) -> dict[str, Any]:
             "total": sum(r[index - 1] for r in rows)}
 
 
+def _text_unique_count(rng: random.Random) -> dict[str, Any]:
+    distinct = _lines(rng, rng.randint(2, 20), words=2)
+    lines = distinct + [rng.choice(distinct) for _ in range(rng.randint(1, 40))]
+    rng.shuffle(lines)
+    return {"dir": _name(rng), "file": f"{rng.choice(WORDS)}.txt", "content": "\n".join(lines),
+            "count": len(set(lines))}
+
+
+def _text_first_sorted(rng: random.Random) -> dict[str, Any]:
+    # Lowercase letters only, so every locale's sort order is the plain one min() gives.
+    lines = list({rng.choice(WORDS) + rng.choice(WORDS) for _ in range(rng.randint(3, 40))})
+    rng.shuffle(lines)
+    return {"dir": _name(rng), "file": f"{rng.choice(WORDS)}.txt", "content": "\n".join(lines), "first": min(lines)}
+
+
 def _text_replace(rng: random.Random) -> dict[str, Any]:
     old, new = rng.sample(TARGETS, 2)
     lines = _lines(rng, rng.randint(3, 40))
@@ -136,6 +167,15 @@ def _archive_extract(rng: random.Random) -> dict[str, Any]:
     if len({directory, name, dest}) < 3:
         dest = dest + "_out"
     return {"dir": directory, "name": name, "dest": dest, "n": rng.randint(1, 40), "word": rng.choice(WORDS)}
+
+
+def _archive_create(rng: random.Random) -> dict[str, Any]:
+    return {"dir": _name(rng), "name": _name(rng), "n": rng.randint(1, 40), "word": rng.choice(WORDS)}
+
+
+def _perm_world_writable(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(2, 40)
+    return {"dir": _name(rng), "n": n, "k": rng.randint(1, n - 1)}
 
 
 def _program(rng: random.Random) -> str:
@@ -187,6 +227,12 @@ DRAWERS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "gen-os/proc-kill": _proc_kill,
     "gen-os/users-owner-count": _users_owner_count,
     "gen-os/users-chown": _users_chown,
+    "gen-os/files-empty-count": _files_empty_count,
+    "gen-os/files-newest": _files_newest,
+    "gen-os/text-unique-count": _text_unique_count,
+    "gen-os/text-first-sorted": _text_first_sorted,
+    "gen-os/archive-create": _archive_create,
+    "gen-os/perm-world-writable": _perm_world_writable,
 }
 """Per family, the function that draws its values (and computes its answers)."""
 
