@@ -12,6 +12,7 @@ from typing import Any
 from agentunit_gym.core import registry
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, PROTOCOLS
+from agentunit_gym.tasks.splits import SPLITS
 
 # Options that define a run (stored in config.json). Their parser default is None, so a
 # resume can tell "not given" (take the stored value) from "given" (must match it).
@@ -89,6 +90,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--concurrency", type=positive_int, default=None, help="episodes in flight per env; default 4")
     p.add_argument("--task-id", action="append", dest="task_ids", default=None, metavar="ID")
     p.add_argument("--category", action="append", dest="categories", default=None, metavar="C")
+    p.add_argument("--split", choices=SPLITS, default=None,
+                   help="only the tasks of this split: train or test for the bundled suites and generated sets, "
+                        "dev or test for AgentBench's data (docs/tasks.md, \"Splits\"); default every task")
     p.add_argument("--output", type=Path, default=None,
                    help="run folder; default a new results/<time>-<agent> (with --resume: the latest run)")
     p.add_argument("--resume", action="store_true",
@@ -202,6 +206,9 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
             given["envs"] = [registry.get_domain(name).envs[0].id for name in grouped]
     if args.max_steps is not None:
         given["env_options"] = {**stored.get("env_options", {}), "max_steps": args.max_steps}
+    if args.split is not None:
+        # Every env takes split= (AgentEnv), so the split travels as an env option and a resume keeps it.
+        given["env_options"] = {**(given.get("env_options") or stored.get("env_options", {})), "split": args.split}
     agent_settings = dict(stored.get("agent_settings", {}))
     for key, value in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("max_rps", args.max_rps)):
         if value is not None:

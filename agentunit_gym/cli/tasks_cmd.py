@@ -1,4 +1,4 @@
-"""``agentunit-gym tasks``: list, show, validate task files and export their JSON Schema."""
+"""``agentunit-gym tasks``: list, show, validate, check and generate task files; export their JSON Schema."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import yaml
 
 from agentunit_gym.cli.eval_cmd import backend_choices, backend_help
 from agentunit_gym.core.domain import Domain
-from agentunit_gym.core.registry import broken_domains, domain_names, domains, find_task, get_domain
+from agentunit_gym.core.generation import domain_for_env, generator_env_ids, task_items, write_generated
+from agentunit_gym.core.registry import broken_domains, domain_names, domains, env_ids, find_task, get_domain
 from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
-from agentunit_gym.errors import TaskFileError, TaskNotFoundError
+from agentunit_gym.errors import ConfigError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.spec import TaskSpec
+from agentunit_gym.tasks.splits import SPLITS, filter_split
 
 _TASKS_HELP = ("task file or folder instead of the bundled suites: native YAML/JSON, or AgentBench's data "
                "(format and domain detected); repeatable")
@@ -29,6 +31,10 @@ def register(subparsers: Any) -> None:
     listing = sub.add_parser("list", help="list the bundled tasks (or those of --tasks)")
     listing.add_argument("--domain", help=f"only this domain ({', '.join(domain_names())})")
     listing.add_argument("--category", help="only this category")
+    listing.add_argument("--env", help=f"only this env's domain ({', '.join(env_ids()) or 'none registered'}; "
+                                       "short ids work)")
+    listing.add_argument("--split", choices=SPLITS, help="only the tasks of this split (docs/tasks.md, \"Splits\")")
+    listing.add_argument("--json", action="store_true", help="print a JSON list of task objects instead of a table")
     listing.add_argument("--tasks", action="append", metavar="PATH", help=_TASKS_HELP)
     listing.set_defaults(func=cmd_list)
 
@@ -63,6 +69,17 @@ def register(subparsers: Any) -> None:
     check.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
     check.set_defaults(func=cmd_check)
 
+    generate = sub.add_parser("generate", help="write a generated task set (seeded, namespaced ids, reference "
+                                               "solutions) for one env's domain to a native task file")
+    generate.add_argument("--env", required=True,
+                          help=f"env id ({', '.join(generator_env_ids()) or 'none has a generator'})")
+    generate.add_argument("-n", type=int, required=True, help="number of tasks")
+    generate.add_argument("--seed", type=int, default=0, help="the seed (default 0); ids are gen-<domain>-s<seed>-...")
+    generate.add_argument("--split", choices=("train", "test"), default=None,
+                          help="only families of this split (default: every family, each task marked with its split)")
+    generate.add_argument("--output", required=True, metavar="FILE", help="the task file to write (.json or .yaml)")
+    generate.set_defaults(func=cmd_generate)
+
     schema = sub.add_parser("schema", help="print the JSON Schema of a domain's task files")
     schema.add_argument("--domain", default=default, help=f"default: {default}")
     schema.set_defaults(func=cmd_schema)
@@ -74,12 +91,24 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 
 def _selected(args: argparse.Namespace) -> tuple[list[tuple[Domain, TaskSpec]], list[TaskSource]]:
-    """``(domain, task)`` of the bundled suites, or of the ``--tasks`` paths when given."""
+    """``(domain, task)`` of the bundled suites, or of the ``--tasks`` paths when given; only
+    the ``--env`` domain's and only ``--split`` when given."""
+    env = getattr(args, "env", None)
+    split = getattr(args, "split", None)
+    name = domain_for_env(env).name if env else args.domain
+    if env and args.domain and args.domain != name:
+        raise ConfigError(f"--env {env} is a {name} env, --domain says {args.domain}: give one of them.")
     if args.tasks:
-        sources = load_sources(args.tasks, args.domain)
-        return [(s.domain, t) for s in sources for t in s.result.tasks], sources
-    chosen = [get_domain(args.domain)] if args.domain else domains()
-    return [(d, t) for d in chosen for t in d.bundled_tasks()], []
+        sources = load_sources(args.tasks, name)
+        pairs = [(s.domain, t) for s in sources for t in s.result.tasks]
+    else:
+        sources = []
+        chosen = [get_domain(name)] if name else domains()
+        pairs = [(d, t) for d in chosen for t in d.bundled_tasks()]
+    if split is not None:
+        kept = {id(t) for t in filter_split([t for _, t in pairs], split, where="the selected tasks")}
+        pairs = [(d, t) for d, t in pairs if id(t) in kept]
+    return pairs, sources
 
 
 def _report_problems(sources: list[TaskSource]) -> None:
@@ -96,6 +125,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     pairs, sources = _selected(args)
+    if args.json:
+        chosen = [(d, t) for d, t in pairs if not args.category or t.category == args.category]
+        items = task_items([t for _, t in chosen])
+        for (domain, task), item in zip(chosen, items, strict=True):
+            item["domain"] = domain.name
+            item["split"] = task.split
+        print(json.dumps(items, indent=1, ensure_ascii=False))
+        _report_problems(sources)
+        return 0
     table = Table(title="Tasks from --tasks" if args.tasks else "Bundled tasks")
     table.add_column("id", no_wrap=True)
     table.add_column("domain")
@@ -181,6 +219,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
             else:
                 print(f"ok: {path} ({len(result.tasks)} task(s)) [{source.domain.name}, {source.format}]")
     return 1 if failed else 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Run :func:`~agentunit_gym.core.generation.write_generated` and say what was written."""
+    if args.n < 1:
+        print(f"agentunit-gym tasks generate: error: -n must be at least 1, got {args.n}", file=sys.stderr)
+        return 2
+    domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split, output=args.output)
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.split or "none"] = counts.get(task.split or "none", 0) + 1
+    splits = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    print(f"wrote {len(tasks)} {domain.name} task(s) to {path} ({splits}); ids {tasks[0].id} ... {tasks[-1].id}")
+    return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ when an env is made.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, collect_tasks
 from agentunit_gym.tasks.spec import TaskSpec
+from agentunit_gym.tasks.splits import assign_splits, family_of
 
 __all__ = [
     "BackendSpec",
@@ -52,6 +54,7 @@ __all__ = [
     "Prompt",
     "ProtocolPreset",
     "ReportSection",
+    "TaskGenerator",
     "TaskLoader",
     "ToolAlias",
     "import_object",
@@ -134,6 +137,31 @@ class TaskLoader:
     """Read ``path``: the tasks that converted (instances of the domain's task model, with
     AgentBench's stable ids where the format has them) and one problem per item that did not.
     Raises :class:`~agentunit_gym.errors.TaskFileError` only when nothing can be read at all."""
+
+
+@dataclass(frozen=True)
+class TaskGenerator:
+    """The domain's task generator: seeded, namespaced ids, a reference solution per task.
+
+    ``generate`` names (``"module:function"``, imported on first use, so the description
+    stays cheap to build) a function ``generate(count, *, seed=0, split=None) -> list[TaskSpec]``
+    that returns ``count`` distinct tasks of the domain's task model, each with a reference
+    solution its oracle replay scores 1 on, with ids ``gen-<domain>-s<seed>-<index>``
+    (``gen-<domain>-s<seed>-<split>-<index>`` when a split is asked for), ``template`` set to
+    its family (``gen-<domain>/<template>``) and ``split`` to that family's split. The same
+    ``(count, seed, split)`` gives the same tasks; a longer ``count`` extends a shorter one.
+    With ``split`` only the families of that split are used (see :mod:`agentunit_gym.tasks.splits`).
+
+    ``templates`` names a function ``templates() -> tuple[str, ...]``: every family the
+    generator can produce (for tests and ``docs``).
+    """
+
+    description: str
+    """One line: what the generated tasks are and what their space is."""
+    generate: str
+    """``"module:function"`` of the generator (see above)."""
+    templates: str
+    """``"module:function"`` listing the generator's families."""
 
 
 @dataclass(frozen=True)
@@ -341,6 +369,11 @@ class Domain:
     criteria: Path | None = None
     """The judge's reviewed default criteria (a YAML file, ``docs/judge.md``); None: the judge's
     critic proposes them from the run's episodes."""
+    generator: TaskGenerator | None = None
+    """How to make more tasks (``agentunit-gym tasks generate``); None when the domain has no generator."""
+    task_family: Callable[[TaskSpec], str] = family_of
+    """The family of a bundled task (what it is an instance of), from which its split follows
+    (:func:`agentunit_gym.tasks.splits.split_of_family`). Default: its ``template``, else its id."""
     network: bool = False
     """The domain's env takes ``network=True`` (the evaluator's ``--network`` passes it): its
     backend can then reach the network, for tasks that declare ``needs_network``. A domain
@@ -398,17 +431,60 @@ class Domain:
 
     # ------------------------------------------------------------------- tasks
 
-    def bundled_tasks(self) -> list[TaskSpec]:
-        """The bundled suite, validated by the task model (cached per process).
+    def bundled_tasks(self, split: str | None = None) -> list[TaskSpec]:
+        """The bundled suite, validated by the task model, each task with its ``split`` (cached per process).
+
+        Args:
+            split: ``train`` or ``test`` for that split only; None for every task.
 
         Raises:
             TaskFileError: a bundled file does not validate.
+            ConfigError: an unknown split name.
         """
         if self.suite is None:
             return []
-        from agentunit_gym.tasks.loader import load_suite  # the cache lives in the tasks layer
+        from agentunit_gym.tasks.splits import filter_split
 
-        return list(load_suite(self.suite, self.task_model))
+        tasks = list(_bundled_with_splits(self.suite, self.task_model, self.task_family))
+        return filter_split(tasks, split, where=f"the bundled {self.name} suite")
+
+    def generate_tasks(self, count: int, *, seed: int = 0, split: str | None = None) -> list[TaskSpec]:
+        """``count`` generated tasks (see :class:`TaskGenerator`), checked against the bundled ids.
+
+        Raises:
+            ConfigError: the domain has no generator, a count below 1, an unknown split, or a
+                generator that broke its contract (a wrong id, a repeated or bundled id).
+        """
+        from agentunit_gym.tasks.splits import check_split
+
+        if self.generator is None:
+            raise ConfigError(f"the {self.name} domain has no task generator; domains with one: see "
+                              "`agentunit-gym tasks generate --help`.")
+        if count < 1:
+            raise ConfigError(f"the number of tasks to generate must be at least 1, got {count}.")
+        if split is not None:
+            check_split(split)
+            if split == "dev":
+                raise ConfigError("generated tasks are train or test, not dev (dev is AgentBench's name); "
+                                  "pass --split train or --split test.")
+        tasks: list[TaskSpec] = import_object(self.generator.generate)(count, seed=seed, split=split)
+        prefix = f"gen-{self.name}-s{seed}-" + (f"{split}-" if split else "")
+        bundled = {t.id for t in self.bundled_tasks()}
+        seen: set[str] = set()
+        for task in tasks:
+            if not task.id.startswith(prefix) or task.id in bundled or task.id in seen:
+                raise ConfigError(f"the {self.name} generator made task id {task.id!r}: expected a new id "
+                                  f"starting with {prefix!r}; fix the generator ({self.generator.generate}).")
+            seen.add(task.id)
+        if len(tasks) != count:
+            raise ConfigError(f"the {self.name} generator made {len(tasks)} task(s), expected {count}.")
+        return tasks
+
+    def generator_templates(self) -> tuple[str, ...]:
+        """Every family the domain's generator produces (empty without a generator)."""
+        if self.generator is None:
+            return ()
+        return tuple(import_object(self.generator.templates)())
 
     def detect_format(self, path: str | Path) -> str:
         """The name of the format of ``path``: a loader's name, else ``"native"``."""
@@ -441,6 +517,14 @@ class Domain:
                 return loader.load(p)
         known = ", ".join(["native", *(lo.name for lo in self.loaders)])
         raise ConfigError(f"the {self.name} domain reads no format {chosen!r}; formats: {known}.")
+
+
+@functools.cache
+def _bundled_with_splits(folder: Path, model: type[TaskSpec],
+                         family: Callable[[TaskSpec], str]) -> tuple[TaskSpec, ...]:
+    from agentunit_gym.tasks.loader import load_suite  # the parse cache lives in the tasks layer
+
+    return tuple(assign_splits(load_suite(folder, model), family))
 
 
 def import_object(target: str) -> Any:

@@ -37,6 +37,7 @@ from agentunit_gym.core.spaces import UnicodeText
 from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.loader import load_tasks
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
+from agentunit_gym.tasks.splits import filter_split
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
 
@@ -84,9 +85,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         invalid_action: ``"continue"`` shows the feedback and goes on (AgentUnit's loop);
             ``"terminate"`` ends the episode with IF/IA (AgentBench's behaviour).
         render_mode: None or ``"ansi"``.
+        split: ``"train"`` or ``"test"`` (``"dev"`` for AgentBench's data): the suite
+            restricted to the tasks of that split (docs/tasks.md, "Splits"); None for all.
 
     Raises:
-        ConfigError: an unknown option value.
+        ConfigError: an unknown option value, or a split no task of the suite is in.
         TaskFileError: a task file that does not validate.
     """
 
@@ -107,6 +110,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
+        split: str | None = None,
     ) -> None:
         if invalid_action not in ("continue", "terminate"):
             raise ConfigError(f"invalid_action must be 'continue' or 'terminate', got {invalid_action!r}.")
@@ -120,7 +124,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
         self._tool_table = {t.name: t for t in self.tools}
-        self._all_tasks: list[TaskT] = self._resolve_tasks(tasks)
+        self.split = split
+        self._all_tasks: list[TaskT] = filter_split(self._resolve_tasks(tasks), split,
+                                                    where=f"this {self.domain} env's suite")
         self._task: TaskT | None = None
         self._steps = 0
         self._finish: FinishReason | None = None
@@ -469,7 +475,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         if tasks is None:
             from agentunit_gym.core.registry import get_domain  # the registry imports env classes lazily
 
-            specs = get_domain(self.domain).bundled_tasks()
+            specs = get_domain(self.domain).bundled_tasks()  # each with its split
         elif isinstance(tasks, (str, Path)):
             specs = self._load_path(Path(tasks))
         else:

@@ -7,12 +7,16 @@ a reference solution, the calls an ideal agent makes, which the oracle agent rep
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NEEDS_NETWORK = "needs network (not run; pass --network)"
 """The reason a task that needs the network is left out of a run without it."""
+
+Split = Literal["train", "test", "dev"]
+"""A task's split: ``train`` and ``test`` (the bundled suites and generated sets, see
+:mod:`agentunit_gym.tasks.splits`), ``dev`` and ``test`` (AgentBench's data, as AgentBench names them)."""
 
 ONE_UID = "this sandbox maps one uid (the local sandbox maps many users only when started by root)"
 """Why a task that switches users is left out of a run whose sandbox cannot switch users."""
@@ -91,6 +95,13 @@ class TaskSpec(BaseModel):
     it is left out, as a backend that cannot run a task is."""
     users_note: str | None = None
     """What switches users (the AgentBench loader names the commands it found)."""
+    template: str | None = Field(default=None, min_length=1)
+    """The template (family) the task is an instance of, e.g. ``gen-db/count-where``; None for
+    a hand-written task, which is its own family. Every task of a family is in one split."""
+    split: Split | None = None
+    """``train`` or ``test`` (bundled suites: decided per family by
+    :func:`agentunit_gym.tasks.splits.split_of_family`), ``dev`` or ``test`` (AgentBench's
+    data); None for a task file that does not say."""
     source: str | None = None
     """Where the task came from (a bundled file, an AgentBench file and index)."""
 

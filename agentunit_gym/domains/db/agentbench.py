@@ -126,6 +126,8 @@ def load_agentbench_db(path: str | Path, *, problems: list[LoadProblem] | None =
     tasks: list[DBTask] = []
     for file in _files(Path(path)):
         split = file.stem
+        # AgentBench's dbbench-dev and dbbench-std; a file of another name says nothing about its split.
+        marked = {"dev": "dev", "standard": "test"}.get(split)
         try:
             lines = file.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -140,7 +142,8 @@ def load_agentbench_db(path: str | Path, *, problems: list[LoadProblem] | None =
             task_id = f"{split}-{index:05d}"
             index += 1  # ids count lines, so a bad line does not shift the ids after it
             try:
-                tasks.append(_line_to_task(line, file=file, number=number, task_id=task_id))
+                task = _line_to_task(line, file=file, number=number, task_id=task_id)
+                tasks.append(task.model_copy(update={"split": marked}) if marked else task)
             except TaskFileError as exc:
                 if problems is None:
                     raise

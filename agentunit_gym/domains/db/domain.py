@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
 from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.db.prompt import PROMPT
@@ -36,6 +36,12 @@ DOMAIN = Domain(
                    detect=is_agentbench_db, load=collect_agentbench_db),
     ),
     suite=_HERE / "suite",
+    generator=TaskGenerator(
+        "23 query families (SELECT counts, aggregates, comparisons, rankings; INSERT, UPDATE, DELETE) x "
+        "parameters drawn from the bundled suite's ten tables (~14k distinct tasks), answers computed on sqlite",
+        generate="agentunit_gym.domains.db.generate:generate",
+        templates="agentunit_gym.domains.db.generate:templates",
+    ),
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,

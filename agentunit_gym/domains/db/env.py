@@ -92,6 +92,7 @@ class DBEnv(AgentEnv[DBTask]):
         max_steps: turn limit (default: the task's, else 15 as in AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (AgentBench's policy).
         render_mode: None or ``"ansi"``.
+        split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
         statement_timeout: seconds one agent statement may run before it is cancelled.
         max_rows_shown: rows of a result set shown to the agent.
         observation_limit: characters of an observation shown to the agent.
@@ -129,6 +130,7 @@ class DBEnv(AgentEnv[DBTask]):
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
+        split: str | None = None,
         statement_timeout: float = 10.0,
         max_rows_shown: int = 100,
         observation_limit: int = 4000,
@@ -147,7 +149,8 @@ class DBEnv(AgentEnv[DBTask]):
             )
         if backend != "auto" and backend not in DOMAIN.backend_names:
             raise ConfigError(f"backend must be 'auto' or one of {', '.join(DOMAIN.backend_names)}, got {backend!r}.")
-        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
+        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
+                         split=split)
         self.statement_timeout = float(statement_timeout)
         self.max_rows_shown = int(max_rows_shown)
         self.observation_limit = int(observation_limit)

@@ -113,12 +113,14 @@ def load_agentbench_kg(path: str | Path, *, problems: list[LoadProblem] | None =
             raise TaskFileError(str(file), f"cannot read it as JSON ({exc}).") from exc
         if not isinstance(items, list):
             raise TaskFileError(str(file), "expected a JSON list of items.")
+        marked = {"dev": "dev", "std": "test"}.get(file.stem)  # AgentBench's dev.json and std.json
         for index, item in enumerate(items):
             task_id = f"{file.stem}-{index:05d}"
             try:
                 if not isinstance(item, dict):
                     raise TaskFileError(str(file), f"item {index} is not an object.", task_id=task_id)
-                tasks.append(item_to_task(item, task_id=task_id, source=f"{file}#{index}"))
+                task = item_to_task(item, task_id=task_id, source=f"{file}#{index}")
+                tasks.append(task.model_copy(update={"split": marked}) if marked else task)
             except TaskFileError as exc:
                 if problems is None:
                     raise

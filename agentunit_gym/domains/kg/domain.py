@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.kg.agentbench import collect_agentbench_kg, looks_like_agentbench_kg
 from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.prompt import PROMPT
@@ -36,6 +36,12 @@ DOMAIN = Domain(
                    detect=looks_like_agentbench_kg, load=collect_agentbench_kg),
     ),
     suite=_HERE / "suite",
+    generator=TaskGenerator(
+        "questions from 14 templates (the bundled suite's nine and five more) over every fitting entity of the "
+        "bundled graph, answers computed from the graph (~24k distinct questions)",
+        generate="agentunit_gym.domains.kg.generate:generate",
+        templates="agentunit_gym.domains.kg.generate:templates",
+    ),
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,

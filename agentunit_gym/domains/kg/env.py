@@ -99,6 +99,7 @@ class KGEnv(AgentEnv[KGTask]):
         max_steps: turn limit (default: the task's, else 15 as in AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"``.
         render_mode: None or ``"ansi"``.
+        split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
         query_timeout: seconds one SPARQL query may run.
         max_results: the most results one lookup may return; a step past it fails (an
             observation), so a set can never grow without bound.
@@ -140,6 +141,7 @@ class KGEnv(AgentEnv[KGTask]):
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
+        split: str | None = None,
         query_timeout: float = 10.0,
         max_results: int = 100_000,
         sparql_backend: SPARQLBackend | None = None,
@@ -151,7 +153,8 @@ class KGEnv(AgentEnv[KGTask]):
             raise ConfigError(f"graph must be 'bundled' or 'freebase', got {graph!r}.")
         if query_timeout <= 0 or max_results < 1:
             raise ConfigError(f"query_timeout must be > 0 and max_results >= 1, got {query_timeout}, {max_results}.")
-        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
+        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
+                         split=split)
         if graph is None:
             graph = "freebase" if self._all_tasks and all(t.graph == "freebase" for t in self._all_tasks) else "bundled"
         self.graph = graph

@@ -1,14 +1,20 @@
 """Write the bundled KG suite: our question templates, filled from the graph, gold answers by running them.
 
-Run ``python -m agentunit_gym.domains.kg.make_suite`` after a change to the graph or the
-templates; it rewrites ``suite/bundled.yaml``. Each question's ``actions`` are the reference
-tool calls (at least five, as AgentBench kept only such items), and its ``answer`` is what
-those calls' last variable holds on the embedded store: computed, never typed in. A test
-replays every question on every backend and checks the answer again.
+Run ``python -m agentunit_gym.domains.kg.make_suite --output agentunit_gym/domains/kg/suite/bundled.yaml``
+in a source checkout after a change to the graph or the templates (it writes only where it is
+told: never into an installed package). ``--per-template N`` keeps N questions per template
+(the bundled suite: 7). For more questions than the suite, with ids of their own and splits,
+use the generator (:mod:`agentunit_gym.domains.kg.generate`, ``agentunit-gym tasks generate``).
+
+Each question's ``actions`` are the reference tool calls (at least five, as AgentBench kept
+only such items), and its ``answer`` is what those calls' last variable holds on the
+embedded store: computed, never typed in. A test replays every question on every backend
+and checks the answer again.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,17 +24,19 @@ from typing import Any
 import yaml
 
 from agentunit_gym.backends.sparql.embedded import EmbeddedSPARQL
-from agentunit_gym.domains.kg.domain import DOMAIN
 from agentunit_gym.domains.kg.store import bundled_store
 from agentunit_gym.domains.kg.task import MAKES_VARIABLE, split_call
 from agentunit_gym.domains.kg.tools import KGSession, ToolFailure, Vocabulary
+from agentunit_gym.errors import ConfigError
 
 PER_TEMPLATE = 7
+"""Questions per template in the bundled suite (the default of ``per_template``)."""
 MAX_ANSWERS = 30
 
 
 @dataclass(frozen=True)
 class Draft:
+    template: str
     category: str
     question: str
     entities: dict[str, str]
@@ -75,12 +83,14 @@ def drafts(store: EmbeddedSPARQL) -> Iterator[Draft]:
     picked = _by_name(countries, COUNTRIES)
 
     for (a, an), (b, bn) in zip(picked, picked[1:], strict=False):
-        yield Draft("intersection", f"Which countries share a land border with both {an} and {bn}?", {an: a, bn: b},
+        yield Draft("kg/border-both", "intersection",
+                    f"Which countries share a land border with both {an} and {bn}?", {an: a, bn: b},
                     (f"get_relations({a})", f"get_neighbors({a},{adj})", f"get_relations({b})",
                      f"get_neighbors({b},{adj})", "intersection(#0,#1)"))
     lang = "location.country.languages_spoken"
     for (a, an), (b, bn) in zip(picked[::2], picked[1::2], strict=False):
-        yield Draft("intersection", f"Which languages are spoken both in {an} and in {bn}?", {an: a, bn: b},
+        yield Draft("kg/language-both", "intersection",
+                    f"Which languages are spoken both in {an} and in {bn}?", {an: a, bn: b},
                     (f"get_relations({a})", f"get_neighbors({a},{lang})", f"get_relations({b})",
                      f"get_neighbors({b},{lang})", "intersection(#0,#1)"))
     cur_index = {name: ent for ent, name in currencies}
@@ -89,34 +99,40 @@ def drafts(store: EmbeddedSPARQL) -> Iterator[Draft]:
         if cur_name not in cur_index or cont_name not in cont_index:
             continue
         c, k = cur_index[cur_name], cont_index[cont_name]
-        yield Draft("count", f"How many countries in {cont_name} use the {cur_name}?", {cur_name: c, cont_name: k},
+        yield Draft("kg/currency-continent-count", "count",
+                    f"How many countries in {cont_name} use the {cur_name}?", {cur_name: c, cont_name: k},
                     (f"get_relations({c})", f"get_neighbors({c},finance.currency.countries_used)",
                      f"get_relations({k})", f"get_neighbors({k},location.continent.countries)",
                      "intersection(#0,#1)", "count(#2)"))
     for a, an in picked:
-        yield Draft("argmax", f"What is the most populous city in the countries that border {an}?", {an: a},
+        yield Draft("kg/neighbor-biggest-city", "argmax",
+                    f"What is the most populous city in the countries that border {an}?", {an: a},
                     (f"get_relations({a})", f"get_neighbors({a},{adj})", "get_relations(#0)",
                      "get_neighbors(#0,location.country.cities)", "get_attributes(#1)",
                      "argmax(#1,location.citytown.population)"))
     for ent, name in _by_name(languages, LANGUAGES):
         label = name.split(" (")[0]
-        yield Draft("argmax", f"What is the capital of the most populous country where {label} is spoken?",
+        yield Draft("kg/language-biggest-country-capital", "argmax",
+                    f"What is the capital of the most populous country where {label} is spoken?",
                     {label: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},language.human_language.countries_spoken_in)",
                      "get_attributes(#0)", "argmax(#0,location.country.population)", "get_relations(#1)",
                      "get_neighbors(#1,location.country.capital)"))
     for a, an in picked:
-        yield Draft("argmin", f"Which currency is used by the smallest country, by area, that borders {an}?",
+        yield Draft("kg/neighbor-smallest-currency", "argmin",
+                    f"Which currency is used by the smallest country, by area, that borders {an}?",
                     {an: a},
                     (f"get_relations({a})", f"get_neighbors({a},{adj})", "get_attributes(#0)",
                      "argmin(#0,location.country.area)", "get_relations(#1)",
                      "get_neighbors(#1,location.country.currency_used)"))
     for ent, name in _by_name(states, STATES):
-        yield Draft("count", f"How many time zones are the cities of {name} in?", {name: ent},
+        yield Draft("kg/state-timezone-count", "count",
+                    f"How many time zones are the cities of {name} in?", {name: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},location.us_state.cities)", "get_relations(#0)",
                      "get_neighbors(#0,location.citytown.time_zone)", "count(#1)"))
     for ent, name in _by_name(states, STATES):
-        yield Draft("argmin", f"In which time zone is the southernmost city of {name}?", {name: ent},
+        yield Draft("kg/state-southernmost-timezone", "argmin",
+                    f"In which time zone is the southernmost city of {name}?", {name: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},location.us_state.cities)", "get_attributes(#0)",
                      "argmin(#0,location.citytown.latitude)", "get_relations(#1)",
                      "get_neighbors(#1,location.citytown.time_zone)"))
@@ -124,7 +140,8 @@ def drafts(store: EmbeddedSPARQL) -> Iterator[Draft]:
         "SELECT ?c WHERE { ?x <http://rdf.freebase.com/ns/location.country.capital> ?c }",
         timeout=60, limit=10_000).rows}
     for ent, name in _by_name([c for c in cities if c[0] in capital_ids], CAPITALS):
-        yield Draft("count", f"How many ISO 3166-2 subdivisions does the country whose capital is {name} have?",
+        yield Draft("kg/capital-subdivision-count", "count",
+                    f"How many ISO 3166-2 subdivisions does the country whose capital is {name} have?",
                     {name: ent},
                     (f"get_relations({ent})", f"get_neighbors({ent},location.citytown.capital_of)",
                      "get_relations(#0)", "get_neighbors(#0,location.country.administrative_divisions)",
@@ -145,13 +162,21 @@ def run_actions(store: EmbeddedSPARQL, entities: dict[str, str], actions: tuple[
     return session.answer(session.variables[made - 1])
 
 
-def make_suite(store: EmbeddedSPARQL, names: Callable[[str], str]) -> list[dict[str, Any]]:
+def make_suite(store: EmbeddedSPARQL, names: Callable[[str], str], *,
+               per_template: int = PER_TEMPLATE) -> list[dict[str, Any]]:
+    """The suite's task mappings: up to ``per_template`` questions of each template, in template order.
+
+    Raises:
+        ConfigError: ``per_template`` below 1.
+    """
+    if per_template < 1:
+        raise ConfigError(f"per_template must be at least 1, got {per_template}.")
     tasks: list[dict[str, Any]] = []
     per_key: dict[str, int] = {}
     seen: set[str] = set()
     for draft in drafts(store):
-        key = " ".join(draft.question.split(" ")[:3]) + "|" + draft.actions[1].split(",")[-1]
-        if per_key.get(key, 0) >= PER_TEMPLATE or draft.question in seen:
+        key = draft.template
+        if per_key.get(key, 0) >= per_template or draft.question in seen:
             continue
         try:
             answer = run_actions(store, draft.entities, draft.actions)
@@ -170,11 +195,21 @@ def make_suite(store: EmbeddedSPARQL, names: Callable[[str], str]) -> list[dict[
             "answer": answer,
             "answer_names": [names(a) for a in answer],
             "labels": sorted({split_call(a)[0] for a in draft.actions}),
+            "template": draft.template,
         })
     return tasks
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Write the suite to ``--output`` (required: nothing is written into the package by default)."""
+    parser = argparse.ArgumentParser(prog="python -m agentunit_gym.domains.kg.make_suite",
+                                     description="Write the KG suite from the templates.")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="the YAML file to write (the bundled suite: agentunit_gym/domains/kg/suite/bundled.yaml "
+                             "in a source checkout)")
+    parser.add_argument("--per-template", type=int, default=PER_TEMPLATE,
+                        help=f"questions per template (default {PER_TEMPLATE})")
+    args = parser.parse_args(argv)
     store = EmbeddedSPARQL(bundled_store())
 
     def names(ent: str) -> str:
@@ -184,8 +219,8 @@ def main() -> int:
                             "<http://rdf.freebase.com/ns/type.object.name> ?n }", timeout=10, limit=1).rows
         return str(rows[0][0]) if rows else ent
 
-    tasks = make_suite(store, names)
-    out = Path(str(DOMAIN.suite)) / "bundled.yaml"
+    tasks = make_suite(store, names, per_template=args.per_template)
+    out: Path = args.output
     header = ("# The bundled KG suite. Generated by `python -m agentunit_gym.domains.kg.make_suite`:\n"
               "# questions from our templates, answers computed by running the actions. Do not edit by hand.\n")
     out.write_text(header + yaml.safe_dump(tasks, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")

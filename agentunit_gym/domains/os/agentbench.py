@@ -115,6 +115,7 @@ def _load_file(path: Path, *, prefix: str, script_dir: Path, problems: list[Load
                 raise TaskFileError(str(path), f"item {index} is a {type(item).__name__}, expected an object.",
                                     task_id=task_id)
             converted = convert_item(item, task_id=task_id, script_dir=script_dir, source=f"{path}#{index}")
+            converted["split"] = "dev" if prefix.startswith("dev") else "test"  # AgentBench's os-dev / os-std
             tasks.extend(parse_tasks([converted], OSTask, path=str(path), first_index=index))
         except TaskFileError as exc:
             if problems is None:

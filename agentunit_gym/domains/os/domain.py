@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, ReportSection, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, ReportSection, TaskGenerator, TaskLoader
 from agentunit_gym.domains.os.agentbench import collect_agentbench_os, is_agentbench_os
 from agentunit_gym.domains.os.prompt import PROMPT
 from agentunit_gym.domains.os.protocols import PROTOCOLS
@@ -35,6 +35,13 @@ DOMAIN = Domain(
                    detect=is_agentbench_os, load=collect_agentbench_os),
     ),
     suite=_HERE / "suite",
+    generator=TaskGenerator(
+        "21 templated families (files, permissions, text processing, archives, processes, users: "
+        "agentunit_gym/domains/os/templates.yaml) with drawn names, counts, sizes, modes and contents; "
+        "the users families set needs_users",
+        generate="agentunit_gym.domains.os.generate:generate",
+        templates="agentunit_gym.domains.os.generate:templates",
+    ),
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,

@@ -52,6 +52,7 @@ class OSEnv(AgentEnv[OSTask]):
         max_steps: turn limit (default 8, as AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (see :class:`~agentunit_gym.core.env.AgentEnv`).
         render_mode: None or ``"ansi"``.
+        split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
         observation_limit: characters of command output shown to the agent (AgentBench: 800).
         command_timeout: seconds a ``bash`` action may run before its process group is killed.
         sandbox: an existing sandbox to use; the env then does not close it.
@@ -80,6 +81,7 @@ class OSEnv(AgentEnv[OSTask]):
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
+        split: str | None = None,
         observation_limit: int = 800,
         command_timeout: float = 10.0,
         sandbox: Sandbox | None = None,
@@ -99,7 +101,8 @@ class OSEnv(AgentEnv[OSTask]):
         self._network = network
         self._owns_sandbox = sandbox is None
         # Tasks first: a bad task file then fails before any container exists.
-        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
+        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
+                         split=split)
         if sandbox is None:
             # Imported here: the factory pulls in the docker SDK only when it is used.
             from agentunit_gym.backends.sandbox.factory import open_sandbox

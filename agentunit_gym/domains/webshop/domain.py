@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.domains.webshop.goals import goal_family
 from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.prompt import PROMPT
 from agentunit_gym.domains.webshop.task import WebShopTask
@@ -48,6 +49,13 @@ DOMAIN = Domain(
                    detect=_is_webshop_data, load=_load_webshop_data),
     ),
     suite=_HERE / "suite",
+    task_family=goal_family,
+    generator=TaskGenerator(
+        "goals over the default 100k-product catalog, at most one per product (~3-5 ms a goal), "
+        "with the reference purchase replayed to reward 1 before a goal is kept",
+        generate="agentunit_gym.domains.webshop.goals:generate",
+        templates="agentunit_gym.domains.webshop.goals:templates",
+    ),
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,

@@ -73,6 +73,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         max_steps: turn limit (default: the task's, else 10 as in AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (AgentBench's policy).
         render_mode: None or ``"ansi"``.
+        split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
         catalog_size, catalog_seed: the generated catalog (default 100k products, seed 0).
         webshop_data: a folder with WebShop's own files instead of the generated catalog.
         shop_backend: an already open shop backend to use; the env does not close it.
@@ -103,6 +104,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
+        split: str | None = None,
         catalog_size: int | None = None,
         catalog_seed: int | None = None,
         webshop_data: str | Path | None = None,
@@ -124,7 +126,8 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             catalog = open_catalog(catalog_size=catalog_size, catalog_seed=catalog_seed, webshop_data=webshop_data)
             if tasks is None:
                 tasks = load_webshop_goals(webshop_data, catalog)
-        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode)
+        super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
+                         split=split)
         if shop_backend is not None:
             self._shop = shop_backend
         else:
