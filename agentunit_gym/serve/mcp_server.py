@@ -265,6 +265,7 @@ class McpEpisodeServer:
         check (when there is a token) and the hook that ends a deleted session's episode."""
         app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
         app = ReleaseDeletedSessions(app, self.pool)
+        app = CloseOnShutdown(app, self.pool)
         if token:
             app = RequireBearerToken(app, token)
         return app
@@ -276,7 +277,8 @@ class McpEpisodeServer:
         Args:
             host, port: where to listen (port 0: a free port, named in the URL given to ``ready``).
             token: the bearer token clients must send; required off loopback.
-            ready: called with the endpoint URL once the socket listens.
+            ready: called with the endpoint URL once the socket listens (requests queue until the
+                app has started, then are served).
 
         Raises:
             ConfigError: a non-loopback host without a token, or an address that cannot be bound.
@@ -289,6 +291,7 @@ class McpEpisodeServer:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
+            sock.listen(128)  # connections queue from now on: `ready` means clients can connect
         except OSError as exc:
             sock.close()
             self.pool.close()
@@ -350,6 +353,32 @@ class RequireBearerToken:
         await self.app(scope, receive, send)
 
 
+class CloseOnShutdown:
+    """ASGI middleware: at the server's lifespan shutdown, record and close the open episodes.
+
+    uvicorn re-raises the SIGTERM or SIGINT it stopped on once it has shut down, so code after
+    ``server.run()`` never runs on a signal; the lifespan shutdown does.
+    """
+
+    def __init__(self, app: App, pool: EpisodePool) -> None:
+        self.app = app
+        self.pool = pool
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def closing(message: dict[str, Any]) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                import anyio.to_thread
+
+                await anyio.to_thread.run_sync(self.pool.close)
+            await send(message)
+
+        await self.app(scope, receive, closing)
+
+
 class ReleaseDeletedSessions:
     """ASGI middleware: when the SDK accepts a ``DELETE`` of an MCP session, end that session's episode."""
 
@@ -377,6 +406,6 @@ class ReleaseDeletedSessions:
             await anyio.to_thread.run_sync(self.pool.release, session.decode("latin-1"))
 
 
-__all__ = ["MCP_PATH", "STDIO_SESSION", "TASK_PROMPT", "TASK_URI", "TOKEN_ENV", "McpEpisodeServer",
+__all__ = ["MCP_PATH", "STDIO_SESSION", "TASK_PROMPT", "TASK_URI", "TOKEN_ENV", "CloseOnShutdown", "McpEpisodeServer",
            "ReleaseDeletedSessions", "RequireBearerToken", "check_binding", "instructions_for", "is_loopback",
            "mcp_tool_fields"]
