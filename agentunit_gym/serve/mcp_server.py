@@ -257,6 +257,7 @@ class McpEpisodeServer:
 
         try:
             anyio.run(run)
+            self.pool.release(STDIO_SESSION)  # the client closed the pipe: its session is over
         finally:
             self.pool.close()
 

@@ -257,7 +257,8 @@ class EpisodePool:
         env_factory: makes one env stack (default: the evaluator's standard stack).
 
     Raises:
-        ConfigError: ``max_sessions`` below 1, or an output that is a file.
+        ConfigError: ``max_sessions`` below 1, an output that is a file, or a task this backend cannot run.
+        TaskNotFoundError: ``settings.task_id`` is not in the env's suite.
     """
 
     def __init__(self, settings: EpisodeSettings, *, max_sessions: int = 16, idle_timeout_s: float | None = 1800.0,
@@ -277,6 +278,12 @@ class EpisodePool:
         self._spare: gym.Env[str, str] | None = env_factory(settings)
         self.tools: list[ToolSpec] = list(agent_env(self._spare).tools)
         """The env's tool table (every episode has the same)."""
+        if settings.task_id:
+            try:  # an unknown task, or one this backend cannot run, is refused now, not in a session
+                self._spare.reset(seed=0, options={"task_id": settings.task_id})
+            except BaseException:
+                self._spare.close()
+                raise
 
     def get(self, key: str, *, agent: str = AGENT_LABEL) -> ServedEpisode:
         """The episode of session ``key``, started (reset) on first use.
