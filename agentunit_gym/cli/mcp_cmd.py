@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
                     "agentunit://task and the prompt 'task', the score in the result of the call that ends the "
                     "episode. One episode per MCP session; --output records them as `agentunit-gym eval` does "
                     "(docs/serving.md, \"MCP server\").")
-    p.add_argument("--env", required=True, help="env id (DB-v0 is short for AgentUnit/DB-v0)")
+    p.add_argument("--env", required=True, help="a registered env id (the short form, without the namespace, works)")
     p.add_argument("--backend", default="auto", help="the env's backend (default auto: the env picks)")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (default: one client, the process that started this one) or http (streamable HTTP)")
