@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         check_binding(args.host, token)  # before the env starts: a refusal costs nothing
     settings = EpisodeSettings(env_id=args.env, backend=args.backend, task_id=args.task_id, seed=args.seed,
                                output=args.output, full_text=args.full_text)
-    pool = EpisodePool(settings, max_sessions=args.max_sessions,
-                       idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None)
+    # stdio has one session, which ends with the pipe: no idle limit there.
+    idle = args.idle_timeout if args.transport == "http" and args.idle_timeout > 0 else None
+    pool = EpisodePool(settings, max_sessions=args.max_sessions, idle_timeout_s=idle)
     try:
         server = McpEpisodeServer(pool, transport=args.transport)
     except BaseException:

@@ -257,7 +257,7 @@ class McpEpisodeServer:
 
         try:
             anyio.run(run)
-            self.pool.release(STDIO_SESSION)  # the client closed the pipe: its session is over
+            self.pool.release(STDIO_SESSION, forget=True)  # the client closed the pipe: its session is over
         finally:
             self.pool.close()
 
@@ -404,7 +404,8 @@ class ReleaseDeletedSessions:
         if session and 200 <= status < 300:
             import anyio.to_thread
 
-            await anyio.to_thread.run_sync(self.pool.release, session.decode("latin-1"))
+            key = session.decode("latin-1")
+            await anyio.to_thread.run_sync(lambda: self.pool.release(key, forget=True))
 
 
 __all__ = ["MCP_PATH", "STDIO_SESSION", "TASK_PROMPT", "TASK_URI", "TOKEN_ENV", "CloseOnShutdown", "McpEpisodeServer",

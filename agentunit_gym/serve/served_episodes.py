@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -24,20 +25,22 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 
 from agentunit_gym.core.actions import ToolSpec, render_json_call
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
-from agentunit_gym.errors import ConfigError, EpisodeStateError
+from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError
 from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths
 from agentunit_gym.eval.routing import backend_for, full_env_id
 from agentunit_gym.wrappers.ending import end_episode
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.stack import make_eval_env
+
+logger = logging.getLogger("agentunit_gym")
 
 AGENT_LABEL = "mcp"
 """The ``agent`` of records made by served episodes (``mcp:<client name>`` when the client names itself)."""
@@ -177,17 +180,26 @@ class ServedEpisode:
             The observation; ``is_error`` for an invalid call (the session goes on as the env
             does) or a call after the end; at the end, ``result`` with the score.
 
-        Raises:
-            BackendError, BackendTimeoutError, BackendUnavailableError: infrastructure failed.
+            An infrastructure failure (a backend that died) ends the episode with finish reason
+            ``error``, recorded as ``infra_error``, and comes back as an error result.
         """
         with self._lock:
             self.last_used = time.monotonic()
             if self._result is not None:
                 return ToolOutcome(after_end_message(self._result), is_error=True, ended=True,
                                    result=dict(self._result))
-            observation, _reward, terminated, truncated, info = self.env.step(
-                render_json_call(tool, dict(arguments or {})))
             self._steps += 1
+            try:
+                observation, _reward, terminated, truncated, info = self.env.step(
+                    render_json_call(tool, dict(arguments or {})))
+            except AgentUnitError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+                result = self._finish({"finish_reason": FinishReason.ERROR,
+                                       "finish_detail": f"the environment failed: {failure}"},
+                                      status="infra_error", error=failure)
+                return ToolOutcome(f"The environment failed while running this call ({failure}). The episode is "
+                                   "over, without a score: open a new session to play another.",
+                                   is_error=True, ended=True, result=dict(result))
             invalid = isinstance(info.get("action_error"), dict)
             if not (terminated or truncated):
                 return ToolOutcome(observation, is_error=invalid)
@@ -199,15 +211,18 @@ class ServedEpisode:
         """End a running episode whose session went away (recorded as an agent error when it took
         a step; an episode nobody played is dropped), then close the env. Idempotent."""
         with self._lock:
-            if self._result is None and self._steps > 0:
-                try:
-                    info = end_episode(self.env, FinishReason.ERROR, detail=detail)
-                except EpisodeStateError:
-                    info = {}
-                self._finish(info, status="agent_error", error=detail)
-            self.env.close()  # idempotent: an ended episode closed it already
+            if self._result is None:
+                info: dict[str, Any] = {"finish_reason": FinishReason.ERROR, "finish_detail": detail}
+                if self._steps > 0:
+                    try:
+                        info = end_episode(self.env, FinishReason.ERROR, detail=detail)
+                    except EpisodeStateError:
+                        pass
+                self._finish(info, status="agent_error", error=detail, write=self._steps > 0)
+            self._close_env()  # idempotent: an ended episode closed it already
 
-    def _finish(self, info: dict[str, Any], *, status: str, error: str = "") -> dict[str, Any]:
+    def _finish(self, info: dict[str, Any], *, status: Literal["done", "agent_error", "infra_error"],
+                error: str = "", write: bool = True) -> dict[str, Any]:
         reason = info.get("finish_reason")
         score = info.get("score") if isinstance(info.get("score"), dict) else None
         result: dict[str, Any] = {
@@ -218,21 +233,28 @@ class ServedEpisode:
             "score": score,
             "steps": self._steps,
             "task_id": self.task_id,
+            "detail": str(info.get("finish_detail") or ""),
         }
         self._result = result
         trace = info.get("trace") if isinstance(info.get("trace"), EpisodeTrace) else None
-        if self.recorder is not None:
+        if self.recorder is not None and write:
             if trace is not None and trace.seed is None:
                 trace = trace.model_copy(update={"seed": self.seed})
             record = EpisodeRecord(
                 key=f"{self.env_id}|{self.task_id}|mcp-{self.episode_id}", env_id=self.env_id,
                 task_id=self.task_id, run=self.run, seed=self.seed, agent=self.agent,
-                status="agent_error" if status == "agent_error" else "done", success=result["success"],
+                status=status, success=result["success"],
                 reward=result["reward"], finish_reason=result["finish_reason"], steps=self._steps,
                 wall_s=time.time() - self._started, error=error)
             self.recorder.write(record, trace)
-        self.env.close()  # free the backend now; the episode object answers later calls
+        self._close_env()  # free the backend now; the episode object answers later calls
         return result
+
+    def _close_env(self) -> None:
+        try:
+            self.env.close()
+        except AgentUnitError as exc:  # the episode is over either way; a failed cleanup is not the agent's
+            logger.warning("closing the env of episode %s failed: %s", self.episode_id, exc)
 
 
 def end_message(result: dict[str, Any]) -> str:
@@ -242,7 +264,9 @@ def end_message(result: dict[str, Any]) -> str:
 
 
 def after_end_message(result: dict[str, Any]) -> str:
-    return (f"The episode has already ended ({result['finish_reason']}, reward {result['reward']:g}): this "
+    """What a call after the end reads."""
+    why = f"; {result['detail']}" if result.get("detail") else ""
+    return (f"The episode has already ended ({result['finish_reason']}, reward {result['reward']:g}{why}): this "
             "session takes no more tool calls. Open a new MCP session to play another episode.")
 
 
@@ -322,20 +346,24 @@ class EpisodePool:
             self._episodes[key] = episode
         return episode
 
-    def release(self, key: str, detail: str = ABANDONED) -> None:
-        """Session ``key`` is gone: abandon its episode (if it runs) and close its env."""
+    def release(self, key: str, detail: str = ABANDONED, *, forget: bool = False) -> None:
+        """End session ``key``'s episode (abandoned, if it still runs) and close its env.
+
+        The ended episode stays, so the session's later calls are told it ended, unless
+        ``forget`` (the session itself is gone and cannot call again).
+        """
         with self._lock:
-            episode = self._episodes.pop(key, None)
+            episode = self._episodes.pop(key, None) if forget else self._episodes.get(key)
         if episode is not None:
             episode.abandon(detail)
 
     def reap_idle(self) -> None:
-        """Abandon the episodes whose session has been idle past ``idle_timeout_s``."""
+        """Abandon the running episodes whose session has been idle past ``idle_timeout_s``."""
         if self.idle_timeout_s is None:
             return
         limit = time.monotonic() - self.idle_timeout_s
         with self._lock:
-            idle = [k for k, e in self._episodes.items() if e.last_used < limit]
+            idle = [k for k, e in self._episodes.items() if not e.ended and e.last_used < limit]
         for key in idle:
             self.release(key, f"the session was idle for more than {self.idle_timeout_s:g} s")
 

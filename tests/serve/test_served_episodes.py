@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.errors import ConfigError, EpisodeStateError, TaskNotFoundError
+from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError, TaskNotFoundError
 from agentunit_gym.eval.records import RunPaths, read_records
 from agentunit_gym.serve.served_episodes import EpisodePool, EpisodeSettings
 
@@ -46,14 +46,38 @@ def test_idle_sessions_are_abandoned_and_recorded(tmp_path: Path) -> None:
     try:
         episode = pool.get("a")
         episode.call("execute_sql", {"query": "SELECT 1"})
-        pool.get("b")  # asking for any episode reaps the idle ones
+        unplayed = pool.get("b")  # asking for any episode reaps the idle ones
         assert episode.ended and episode.result is not None and episode.result["finish_reason"] == "error"
+        # The session comes back: it is told its episode ended, it does not get a new one.
+        assert pool.get("a") is episode
         again = episode.call("execute_sql", {"query": "SELECT 1"})
-        assert again.is_error and "already ended" in again.text
+        assert again.is_error and "already ended" in again.text and "idle" in again.text
+        pool.get("c")
+        assert unplayed.ended and unplayed.result is not None and unplayed.result["steps"] == 0
     finally:
         pool.close()
-    (record,) = read_records(RunPaths(tmp_path).episodes)  # "b" took no step: nothing to record
-    assert record.status == "agent_error" and "idle" in record.error
+    (record,) = read_records(RunPaths(tmp_path).episodes)  # "b" and "c" took no step: nothing to record
+    assert record.status == "agent_error" and "idle" in record.error and record.steps == 1
+
+
+def test_an_infrastructure_failure_ends_the_episode_as_infra_error(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = EpisodePool(settings(output=tmp_path))
+    try:
+        episode = pool.get("a")
+
+        def dead(action: str) -> object:
+            raise BackendError("the database connection dropped")
+
+        monkeypatch.setattr(episode.env, "step", dead)
+        outcome = episode.call("execute_sql", {"query": "SELECT 1"})
+        assert outcome.is_error and outcome.ended and "connection dropped" in outcome.text
+        assert outcome.result is not None and outcome.result["finish_reason"] == "error"
+    finally:
+        pool.close()
+    (record,) = read_records(RunPaths(tmp_path).episodes)
+    assert (record.status, record.finish_reason, record.trace) == ("infra_error", "error", None)
+    assert "BackendError" in record.error
 
 
 def test_a_closed_pool_refuses_sessions_and_an_unknown_task_is_refused_at_once() -> None:
