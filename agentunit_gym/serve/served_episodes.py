@@ -108,14 +108,28 @@ class RunRecorder:
         self._writer = RecordWriter(paths)
         self._lock = threading.Lock()
         self.root = root
+        self.written = 0
 
     def write(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> EpisodeRecord:
         with self._lock:
+            self.written += 1
             return self._writer.write(record, trace)
 
     def close(self) -> None:
+        """Close the record file; when this server recorded episodes, write the run's
+        ``summary.json`` and ``report.html`` (over every episode of the folder), as an eval run ends."""
         with self._lock:
             self._writer.close()
+            if not self.written:
+                return
+            from agentunit_gym.eval.report import write_report
+            from agentunit_gym.eval.summary import summarize
+
+            try:
+                summarize(self.root)
+                write_report(self.root)
+            except (AgentUnitError, OSError, ValueError) as exc:  # the records are safe; the summary can wait
+                logger.warning("could not write the summary and report of %s: %s", self.root, exc)
 
 
 EnvFactory = Callable[[EpisodeSettings], gym.Env[str, str]]

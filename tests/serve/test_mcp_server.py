@@ -150,6 +150,8 @@ def test_stdio_tools_task_and_an_oracle_episode_to_score_1_on_db(tmp_path: Path)
     assert trace is not None and trace.prompt == prompt and len(trace.steps) == len(calls) + 1
     assert trace.steps[0].action_error is not None and trace.score is not None and trace.score.success
     assert json.loads(RunPaths(out).config.read_text())["agent"] == "mcp"
+    summary = json.loads(RunPaths(out).summary.read_text())  # written when the server stopped, as eval does
+    assert summary["status"] == {"done": 1} and RunPaths(out).report.is_file()
     exported = export_run(out, tmp_path / "rows.jsonl")
     assert exported.rows == 1 and not exported.skipped
     row = json.loads((tmp_path / "rows.jsonl").read_text().splitlines()[0])
