@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 import agentunit_gym  # noqa: E402,F401
 from agentunit_gym.core.actions import split_json_call  # noqa: E402
+from agentunit_gym.core.registry import env_ids  # noqa: E402
 from agentunit_gym.eval.export import export_run  # noqa: E402
 from agentunit_gym.eval.records import RunPaths, load_trace, read_records  # noqa: E402
 from agentunit_gym.serve.mcp_server import TASK_PROMPT, TASK_URI  # noqa: E402
@@ -339,3 +340,25 @@ def test_cli_unknown_task_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
 
     assert main(["mcp", "--env", "DB-v0", "--backend", "sqlite", "--task-id", "no-such-task"]) == 2
     assert "no-such-task" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------- tools
+
+
+@pytest.mark.parametrize("env_id", sorted(env_ids()))
+def test_every_registered_env_has_valid_mcp_tools(env_id: str) -> None:
+    """Every domain's tool table becomes MCP tools with valid JSON schemas, with no MCP code of its own."""
+    import jsonschema
+    import mcp_types as types
+    from gymnasium.envs.registration import load_env_creator
+
+    from agentunit_gym.serve.mcp_server import mcp_tool_fields
+
+    spec = gym.spec(env_id)
+    assert isinstance(spec.entry_point, str)
+    env_class: Any = load_env_creator(spec.entry_point)
+    tools = [types.Tool(**mcp_tool_fields(t)) for t in env_class.tools]
+    assert [t.name for t in tools] == [t.name for t in env_class.tools] and any(t.commits for t in env_class.tools)
+    for tool in tools:
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        assert tool.input_schema["type"] == "object" and tool.description
