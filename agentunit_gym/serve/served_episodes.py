@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
+from agentunit_gym.core import registry
 from agentunit_gym.core.actions import ToolSpec, render_json_call
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
@@ -136,9 +137,19 @@ EnvFactory = Callable[[EpisodeSettings], gym.Env[str, str]]
 
 
 def standard_env(settings: EpisodeSettings) -> gym.Env[str, str]:
-    """The evaluator's standard stack (limits, classification, loops, traces) for ``settings``."""
+    """The evaluator's standard stack (limits, classification, loops, traces) for ``settings``.
+
+    Raises:
+        ConfigError: an unknown env id, or a backend that is not one of the env's.
+    """
     env_id = full_env_id(settings.env_id)
+    domain = registry.domain_of_env(env_id)
+    if domain is None:
+        raise ConfigError(f"no registered env {settings.env_id!r}: use one of {', '.join(registry.env_ids())}.")
     backend = backend_for(env_id, [settings.backend]) if settings.backend != "auto" else "auto"
+    if backend != settings.backend:
+        raise ConfigError(f"backend {settings.backend!r} is not one of {env_id}'s: use auto or "
+                          f"{', '.join(domain.backend_names)}.")
     return make_eval_env(env_id, backend=backend, trace_max_chars=None if settings.full_text else 4000,
                          trace_metadata={"served": "mcp"})
 

@@ -335,11 +335,15 @@ def test_cli_refuses_a_public_host_without_a_token(capsys: pytest.CaptureFixture
     assert "--host 0.0.0.0" in error and "AGENTUNIT_MCP_TOKEN" in error and "127.0.0.1" in error
 
 
-def test_cli_unknown_task_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unknown_task_env_or_backend_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     from agentunit_gym.cli.main import main
 
     assert main(["mcp", "--env", "DB-v0", "--backend", "sqlite", "--task-id", "no-such-task"]) == 2
     assert "no-such-task" in capsys.readouterr().err
+    assert main(["mcp", "--env", "DB-v0", "--backend", "embedded"]) == 2
+    assert "'embedded' is not one of AgentUnit/DB-v0's: use auto or" in capsys.readouterr().err
+    assert main(["mcp", "--env", "Nope-v0"]) == 2
+    assert "no registered env 'Nope-v0'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------- tools
