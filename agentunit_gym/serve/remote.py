@@ -137,8 +137,10 @@ class RemoteEnv(gym.Env[str, str]):
             raise MissingDependencyError("websockets", "serve", "AgentUnit/Remote-v0") from exc
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
         try:
+            # Entered as a context manager: websockets 17 opens the connection there (and
+            # warns when it is used without); 15 and 16 return the open connection from both.
             return connect(self._ws_url, additional_headers=headers, open_timeout=timeout_s, max_size=None,
-                           close_timeout=5)
+                           close_timeout=5).__enter__()
         except InvalidStatus as exc:
             status = exc.response.status_code
             body = exc.response.body.decode("utf-8", errors="replace") if exc.response.body else ""

@@ -62,6 +62,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 TOKEN_ENV_VAR = "AGENTUNIT_GYM_TOKEN"
 """Where ``agentunit-gym serve`` and the remote env read a token when none is passed."""
 
+_DRAIN_LIMIT = 256 << 20
+"""An oversized body is read and dropped up to this many bytes before the 413 is sent."""
+
 START_TIMEOUT_S = 60.0
 """How long :func:`start_server` waits for the server to listen."""
 
@@ -311,22 +314,26 @@ class Guard:
             await _respond(send, 401, _error_body(auth, "UNAUTHORIZED"), [(b"www-authenticate", b"Bearer")])
             return
         limit = self.server.config.max_request_bytes
-        declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _respond(send, 413, _error_body(_too_large(int(declared), limit), "REQUEST_TOO_LARGE"))
-            return
         if scope.get("method") in ("POST", "PUT", "PATCH"):
             body = bytearray()
+            size = 0
             while True:
                 event = await receive()
                 if event["type"] == "http.disconnect":
                     return
-                body += event.get("body", b"")
-                if len(body) > limit:
-                    await _respond(send, 413, _error_body(_too_large(len(body), limit), "REQUEST_TOO_LARGE"))
-                    return
+                chunk = event.get("body", b"")
+                size += len(chunk)
+                if size <= limit:
+                    body += chunk
+                elif size > _DRAIN_LIMIT:
+                    break  # stop reading a flood: answer now, the client may see its upload cut
                 if not event.get("more_body", False):
                     break
+            if size > limit:
+                # The body was read (and dropped) to its end, so the client reads the answer
+                # instead of a reset connection.
+                await _respond(send, 413, _error_body(_too_large(size, limit), "REQUEST_TOO_LARGE"))
+                return
             replayed = False
 
             async def replay() -> Message:

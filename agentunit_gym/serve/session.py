@@ -124,6 +124,8 @@ class SessionEnv(Environment[ReplyAction, TextObservation, SessionState]):  # ty
                     f"the reply has {len(action.text)} characters, over this server's limit of "
                     f"{self._max_action_chars}; send a shorter reply (or start the server with a higher "
                     "--max-action-chars).")
+            if self._closed:
+                raise EpisodeStateError(self._closed_message)
             if self._env is None:
                 raise EpisodeStateError("step before reset: send a reset message first.")
             observation, reward, terminated, truncated, info = self._env.step(action.text)
@@ -158,12 +160,13 @@ class SessionEnv(Environment[ReplyAction, TextObservation, SessionState]):  # ty
             if self._on_close is not None:
                 self._on_close()
 
+    _closed_message = ("this session was closed (idle past the server's --idle-timeout, or the server shut "
+                       "down): open a new session.")
+
     def _lease(self) -> gym.Env[str, str]:
         with self._lock:
             if self._closed:
-                raise EpisodeStateError(
-                    "this session was closed (idle past the server's --idle-timeout, or shut down): "
-                    "open a new session.")
+                raise EpisodeStateError(self._closed_message)
             if self._env is None:
                 self._env = self._pool.acquire()
             return self._env
