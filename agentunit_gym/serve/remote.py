@@ -103,15 +103,20 @@ class RemoteEnv(gym.Env[str, str]):
         render_mode: None or ``"ansi"`` (the last observation).
 
     Raises:
-        BackendUnavailableError: the server cannot be reached, or refuses the session (wrong
-            token: 401; no free session: 503); the message says which and what to do.
+        ConfigError: no URL, or not an http(s)/ws(s) one.
+        BackendUnavailableError: the server cannot be reached, or refuses the token (401);
+            the message says which and what to do.
+        ServerBusyError: the server has no free session (503).
         MissingDependencyError: ``websockets`` is not installed.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, url: str, token: str | None = None, *, timeout_s: float = 120.0,
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout_s: float = 120.0,
                  connect_timeout_s: float = 10.0, render_mode: str | None = None) -> None:
+        if not url:
+            raise ConfigError('AgentUnit/Remote-v0 needs the server\'s URL: gym.make("AgentUnit/Remote-v0", '
+                              'url="http://127.0.0.1:8000"), as `agentunit-gym serve` prints it.')
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
         if timeout_s <= 0 or connect_timeout_s <= 0:
@@ -196,6 +201,8 @@ class RemoteEnv(gym.Env[str, str]):
             detail = str(data.get("message", "no message"))
             if data.get("code") == "EXECUTION_ERROR":
                 raise relayed_error(detail)
+            if data.get("code") == "CAPACITY_REACHED":  # OpenEnv's own cap, after the handshake
+                raise errors.ServerBusyError(f"the env server at {self.url} has no free session: {detail}")
             raise RemoteProtocolError(f"the env server at {self.url} refused the {message['type']} "
                                       f"({data.get('code')}): {detail}")
         data = answer.get("data")

@@ -25,13 +25,11 @@ Example::
 from __future__ import annotations
 
 import collections
-import hmac
 import ipaddress
-import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -49,21 +47,13 @@ from agentunit_gym.errors import (
     ServerBusyError,
     TaskNotFoundError,
 )
+from agentunit_gym.serve.guard import ASGIApp, Guard
 from agentunit_gym.serve.pool import EnvPool
 
 logger = logging.getLogger("agentunit_gym")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 TOKEN_ENV_VAR = "AGENTUNIT_GYM_TOKEN"
 """Where ``agentunit-gym serve`` and the remote env read a token when none is passed."""
-
-_DRAIN_LIMIT = 256 << 20
-"""An oversized body is read and dropped up to this many bytes before the 413 is sent."""
 
 START_TIMEOUT_S = 60.0
 """How long :func:`start_server` waits for the server to listen."""
@@ -161,7 +151,8 @@ class EnvServer:
             concurrency_config=ConcurrencyConfig(max_concurrent_envs=config.max_sessions,
                                                  session_timeout=config.idle_timeout_s))
         self._install_routes(app)
-        self.app: ASGIApp = Guard(app, self)
+        self.app: ASGIApp = Guard(app, token=config.token, max_request_bytes=config.max_request_bytes,
+                                  busy_reason=self.busy_reason)
 
     # ------------------------------------------------------------ sessions
 
@@ -261,148 +252,6 @@ def status_of(error: BaseException) -> int:
         if isinstance(error, kind):
             return status
     return 500
-
-
-def bearer_ok(headers: list[tuple[bytes, bytes]], token: str) -> bool:
-    """Whether the request's ``Authorization`` header is ``Bearer <token>`` (compared in constant time)."""
-    expected = f"Bearer {token}".encode()
-    for name, value in headers:
-        if name.lower() == b"authorization":
-            return hmac.compare_digest(value.strip(), expected)
-    return False
-
-
-def _error_body(message: str, code: str) -> bytes:
-    return json.dumps({"detail": message, "code": code}).encode()
-
-
-class Guard:
-    """ASGI middleware in front of the OpenEnv app: the token, request sizes, the session cap.
-
-    HTTP requests without the token get 401; bodies over the limit 413. WebSocket handshakes
-    without the token get 401, and over the session cap 503 (as an HTTP response to the
-    handshake, where the server supports it; else a close with code 1008 or 1013 and the
-    reason). A WebSocket message over the limit is answered with an ``error`` message (code
-    ``MESSAGE_TOO_LARGE``) and dropped; the session goes on.
-    """
-
-    def __init__(self, app: ASGIApp, server: EnvServer) -> None:
-        self.app = app
-        self.server = server
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "http":
-            await self._http(scope, receive, send)
-        elif kind == "websocket":
-            await self._websocket(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-    def _auth_error(self, scope: Scope) -> str | None:
-        token = self.server.config.token
-        if token is None or bearer_ok(scope.get("headers", []), token):
-            return None
-        has_header = any(n.lower() == b"authorization" for n, _ in scope.get("headers", []))
-        found = "a wrong token" if has_header else "no Authorization header"
-        return (f"this server needs the header 'Authorization: Bearer <token>' (the token given to "
-                f"agentunit-gym serve --token); the request had {found}.")
-
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        auth = self._auth_error(scope)
-        if auth is not None:
-            await _respond(send, 401, _error_body(auth, "UNAUTHORIZED"), [(b"www-authenticate", b"Bearer")])
-            return
-        limit = self.server.config.max_request_bytes
-        if scope.get("method") in ("POST", "PUT", "PATCH"):
-            body = bytearray()
-            size = 0
-            while True:
-                event = await receive()
-                if event["type"] == "http.disconnect":
-                    return
-                chunk = event.get("body", b"")
-                size += len(chunk)
-                if size <= limit:
-                    body += chunk
-                elif size > _DRAIN_LIMIT:
-                    break  # stop reading a flood: answer now, the client may see its upload cut
-                if not event.get("more_body", False):
-                    break
-            if size > limit:
-                # The body was read (and dropped) to its end, so the client reads the answer
-                # instead of a reset connection.
-                await _respond(send, 413, _error_body(_too_large(size, limit), "REQUEST_TOO_LARGE"))
-                return
-            replayed = False
-
-            async def replay() -> Message:
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": bytes(body), "more_body": False}
-                return await receive()
-
-            await self.app(scope, replay, send)
-            return
-        await self.app(scope, receive, send)
-
-    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reason = self._auth_error(scope)
-        status, code = 401, 1008
-        if reason is None and scope.get("path", "").rstrip("/") in ("/ws", "/mcp"):
-            reason = self.server.busy_reason()
-            status, code = 503, 1013
-        if reason is not None:
-            await _deny(scope, receive, send, status, code, reason)
-            return
-        limit = self.server.config.max_request_bytes
-
-        async def guarded_receive() -> Message:
-            while True:
-                event = await receive()
-                if event["type"] != "websocket.receive":
-                    return event
-                size = len(event["bytes"]) if event.get("bytes") is not None else len(event.get("text") or "")
-                if size <= limit:
-                    return event
-                message = {"type": "error", "data": {"message": _too_large(size, limit), "code": "MESSAGE_TOO_LARGE"}}
-                await send({"type": "websocket.send", "text": json.dumps(message)})
-
-        from starlette.websockets import WebSocketDisconnect
-
-        try:
-            await self.app(scope, guarded_receive, send)
-        except WebSocketDisconnect:
-            # OpenEnv closes the socket after the session ends even when the client has gone
-            # already; that is a normal end, not an error to log.
-            pass
-
-
-def _too_large(size: int, limit: int) -> str:
-    return (f"the request has {size} bytes, over this server's limit of {limit} bytes; send a shorter reply "
-            "(or start the server with a higher --max-request-bytes).")
-
-
-async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *(headers or [])]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _deny(scope: Scope, receive: Receive, send: Send, status: int, code: int, reason: str) -> None:
-    """Refuse a WebSocket handshake: an HTTP response when the server supports it, else a close."""
-    event = await receive()
-    if event["type"] != "websocket.connect":
-        return
-    if "websocket.http.response" in scope.get("extensions", {}):
-        body = _error_body(reason, "UNAUTHORIZED" if status == 401 else "CAPACITY_REACHED")
-        await send({"type": "websocket.http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "websocket.http.response.body", "body": body})
-    else:
-        await send({"type": "websocket.close", "code": code, "reason": reason[:120]})
 
 
 class RunningServer:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -83,7 +84,7 @@ class SessionEnv(Environment[ReplyAction, TextObservation, SessionState]):  # ty
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
 
     def __init__(self, pool: EnvPool, env_id: str, *, max_action_chars: int,
-                 on_close: Any = None) -> None:
+                 on_close: Callable[[], None] | None = None) -> None:
         super().__init__()
         self._pool = pool
         self._env_id = env_id

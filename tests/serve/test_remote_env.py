@@ -75,7 +75,8 @@ def test_a_seeded_episode_is_the_same_locally_and_remotely(served: tuple[str, Ru
 def test_task_options_and_errors_travel_as_the_local_types(served: tuple[str, RunningServer]) -> None:
     env_id, running = served
     with gym.make(f"AgentUnit/{env_id}", backend=CASES[env_id]) as local:
-        task_id = local.unwrapped.tasks[-1].id  # type: ignore[attr-defined]
+        task = local.unwrapped.tasks[-1]  # type: ignore[attr-defined]
+        task_id = task.id
     with gym.make("AgentUnit/Remote-v0", url=running.url) as remote:
         with pytest.raises(EpisodeStateError, match="before reset"):  # the server's check, past gym's own
             remote.unwrapped.step("hello")
@@ -83,6 +84,9 @@ def test_task_options_and_errors_travel_as_the_local_types(served: tuple[str, Ru
         assert info["task_id"] == task_id
         with pytest.raises(TaskNotFoundError, match="no-such-task"):
             remote.reset(options={"task_id": "no-such-task"})
+        # A task spec travels as its fields (the server validates it with the env's task model).
+        _, info = remote.reset(options={"task": task})
+        assert info["task_id"] == task.id and info["instruction"] == task.instruction
     with pytest.raises(EpisodeStateError, match="after close"):
         remote.step("hello")
 
@@ -137,4 +141,6 @@ def test_urls_and_options_are_checked() -> None:
         websocket_url("h:1")
     with pytest.raises(ConfigError, match="positive"):
         RemoteEnv("http://127.0.0.1:1", timeout_s=0)
+    with pytest.raises(ConfigError, match="needs the server's URL"):
+        gym.make("AgentUnit/Remote-v0")
     assert "AgentUnit/Remote-v0" in gym.registry

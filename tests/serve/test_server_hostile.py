@@ -175,6 +175,9 @@ def test_a_session_flood_gets_503_with_the_reason(server: RunningServer) -> None
         assert body["code"] == "CAPACITY_REACHED" and "--max-sessions 3" in body["detail"]
         with pytest.raises(ServerBusyError, match="503.*--max-sessions 3"):
             gym.make("AgentUnit/Remote-v0", url=server.url)
+        status, body = http("POST", server.url + "/reset", b"{}")  # OpenEnv's stateless HTTP reset
+        assert status == 503
+        assert body["error"] == "ServerBusyError" and "--max-sessions 3" in body["detail"]
         # The sessions that were admitted go on playing.
         assert all(env.step(SELECT)[0] == "[(1,)]" for env in envs)
     finally:
