@@ -72,11 +72,15 @@ def websocket_url(url: str) -> str:
     return base if base.endswith("/ws") else base + "/ws"
 
 
+_FINISH_VALUES = frozenset(r.value for r in FinishReason)
+
+
 def restore_info(info: dict[str, Any]) -> dict[str, Any]:
     """Give the JSON ``info`` back the core's types where it has them (``finish_reason``, ``timing``)."""
     restored = dict(info)
-    if isinstance(restored.get("finish_reason"), str):
-        restored["finish_reason"] = FinishReason(restored["finish_reason"])
+    reason = restored.get("finish_reason")
+    if isinstance(reason, str) and reason in _FINISH_VALUES:  # any other value (a placeholder) stays as sent
+        restored["finish_reason"] = FinishReason(reason)
     timing = restored.get("timing")
     if isinstance(timing, dict) and isinstance(timing.get("env_s"), (int, float)):
         restored["timing"] = StepTiming(float(timing["env_s"]))

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("openenv")
 
 import agentunit_gym  # noqa: E402,F401
+from agentunit_gym.core.env import StepTiming  # noqa: E402
 from agentunit_gym.core.finish import FinishReason  # noqa: E402
 from agentunit_gym.errors import (  # noqa: E402
     BackendUnavailableError,
@@ -20,7 +21,7 @@ from agentunit_gym.errors import (  # noqa: E402
     TaskNotFoundError,
 )
 from agentunit_gym.serve.jsonsafe import to_jsonable  # noqa: E402
-from agentunit_gym.serve.remote import RemoteEnv, websocket_url  # noqa: E402
+from agentunit_gym.serve.remote import RemoteEnv, restore_info, websocket_url  # noqa: E402
 from agentunit_gym.serve.server import RunningServer, ServeConfig, start_server  # noqa: E402
 from tests.serve.helpers import oracle_replies, play  # noqa: E402
 
@@ -144,3 +145,13 @@ def test_urls_and_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="needs the server's URL"):
         gym.make("AgentUnit/Remote-v0")
     assert "AgentUnit/Remote-v0" in gym.registry
+
+
+def test_restore_info_types_what_the_core_types_and_leaves_the_rest() -> None:
+    sent = {"finish_reason": "complete", "timing": {"env_s": 0.5}, "action": None, "limit": "steps"}
+    assert restore_info(sent) == {"finish_reason": FinishReason.COMPLETE, "timing": StepTiming(0.5),
+                                  "action": None, "limit": "steps"}
+    assert restore_info(sent)["timing"].env_s == 0.5
+    # A vector-safe info may send a placeholder while the episode runs: it stays as sent.
+    assert restore_info({"finish_reason": ""}) == {"finish_reason": ""}
+    assert restore_info({"finish_reason": None, "timing": None}) == {"finish_reason": None, "timing": None}
