@@ -36,6 +36,10 @@ from agentunit_gym.serve.pool import EnvPool
 RESET_FIELDS = ("seed", "episode_id", "options")
 """What a reset message's ``data`` may hold."""
 
+STEP_FIELDS = frozenset({"request_id"})
+"""Fields of OpenEnv's HTTP step request besides the action and ``timeout_s`` (which the
+session ignores: the env's own per-action timeouts apply)."""
+
 
 class ReplyAction(Action):  # type: ignore[misc]  # openenv ships no type information
     """One step: the agent's raw reply, as the env's ``step(text)`` takes it."""
@@ -120,6 +124,10 @@ class SessionEnv(Environment[ReplyAction, TextObservation, SessionState]):  # ty
     def step(self, action: ReplyAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
         """Send the reply to the env copy; the answer carries the observation, reward and info."""
         try:
+            unknown = sorted(set(kwargs) - STEP_FIELDS)
+            if unknown:
+                raise RemoteProtocolError(f"unknown step field(s) {unknown}: a step takes action, timeout_s and "
+                                          "request_id.")
             if len(action.text) > self._max_action_chars:
                 raise RemoteProtocolError(
                     f"the reply has {len(action.text)} characters, over this server's limit of "

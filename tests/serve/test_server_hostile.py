@@ -112,6 +112,9 @@ def test_unknown_fields_get_422_and_name_the_field(server: RunningServer) -> Non
     status, body = http("POST", server.url + "/step", json.dumps({"action": {"text": "x", "bogus": 1}}).encode())
     assert status == 422
     assert "bogus" in json.dumps(body) and "extra" in json.dumps(body).lower()
+    status, body = http("POST", server.url + "/step", json.dumps({"action": {"text": "x"}, "bogus": 1}).encode())
+    assert status == 422
+    assert body["error"] == "RemoteProtocolError" and "['bogus']" in body["detail"]
     status, body = http("POST", server.url + "/reset", json.dumps({"seed": 0, "colour": "red"}).encode())
     assert status == 422
     assert body["error"] == "RemoteProtocolError" and "colour" in body["detail"]
