@@ -138,3 +138,17 @@ class RunStoppedError(AgentUnitError, RuntimeError):
 class EndpointError(AgentUnitError, ConnectionError):
     """A model endpoint does not work (unreachable, refuses the key): found by the one
     request sent before the first episode. The message names the URL and the error."""
+
+
+class ServerBusyError(AgentUnitError, RuntimeError):
+    """An env server has as many sessions as its ``--max-sessions`` allows; the new one is refused.
+
+    The server answers HTTP 503 (a WebSocket handshake is refused with 503 too) with this
+    message; a client retries later or connects to another server."""
+
+
+class RemoteProtocolError(AgentUnitError, ValueError):
+    """A request to the env server, or the server's answer, is not what the protocol expects
+    (malformed JSON, an unknown field, an action over the size limit, an unknown message type).
+
+    The server answers 4xx with the message; a client raises it when the server's reply is unreadable."""

@@ -26,7 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 # Each module registers its subcommands with ``register(subparsers)``; the handler it sets
 # as ``func`` returns the exit code.
-COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare", "export", "mcp")
+COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare", "export", "mcp", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

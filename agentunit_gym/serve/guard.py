@@ -1,0 +1,189 @@
+"""ASGI middleware in front of the OpenEnv app: the bearer token, request sizes, the session cap.
+
+Pure ASGI (no framework), so it sees WebSocket handshakes and frames before OpenEnv does:
+
+- HTTP requests without the token get 401; bodies over the limit 413 (read to their end
+  first, so the client reads the answer rather than a reset connection).
+- WebSocket handshakes without the token get 401, and over the session cap 503: an HTTP
+  response to the handshake where the server supports it (uvicorn does), else a close with
+  code 1008 (policy) or 1013 (try again later) and the reason.
+- A WebSocket message over the limit is answered with an ``error`` message (code
+  ``MESSAGE_TOO_LARGE``) and dropped; the session goes on.
+
+Example::
+
+    app = Guard(openenv_app, token="...", max_request_bytes=1 << 20, busy_reason=lambda: None)
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DRAIN_LIMIT = 256 << 20
+"""An oversized body is read and dropped up to this many bytes before the 413 is sent."""
+
+SESSION_PATHS = ("/ws", "/mcp")
+"""WebSocket paths that open a session (and so count against the cap)."""
+
+
+def bearer_ok(headers: list[tuple[bytes, bytes]], token: str) -> bool:
+    """Whether the request's ``Authorization`` header is ``Bearer <token>`` (compared in constant time)."""
+    expected = f"Bearer {token}".encode()
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            return hmac.compare_digest(value.strip(), expected)
+    return False
+
+
+def _error_body(message: str, code: str) -> bytes:
+    return json.dumps({"detail": message, "code": code}).encode()
+
+
+class Guard:
+    """The middleware (see the module docstring).
+
+    Args:
+        app: the app behind it.
+        token: the bearer token every request must carry; None lets every request through.
+        max_request_bytes: the largest HTTP body or WebSocket message.
+        busy_reason: why a new session would be refused now, None when it would be accepted.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_request_bytes: int,
+                 busy_reason: Callable[[], str | None]) -> None:
+        self.app = app
+        self.token = token
+        self.max_request_bytes = max_request_bytes
+        self.busy_reason = busy_reason
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "websocket":
+            await self._websocket(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _auth_error(self, scope: Scope) -> str | None:
+        token = self.token
+        if token is None or bearer_ok(scope.get("headers", []), token):
+            return None
+        has_header = any(n.lower() == b"authorization" for n, _ in scope.get("headers", []))
+        found = "a wrong token" if has_header else "no Authorization header"
+        return (f"this server needs the header 'Authorization: Bearer <token>' (the token given to "
+                f"agentunit-gym serve --token); the request had {found}.")
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        auth = self._auth_error(scope)
+        if auth is not None:
+            await _respond(send, 401, _error_body(auth, "UNAUTHORIZED"), [(b"www-authenticate", b"Bearer")])
+            return
+        limit = self.max_request_bytes
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
+            body = bytearray()
+            size = 0
+            while True:
+                event = await receive()
+                if event["type"] == "http.disconnect":
+                    return
+                chunk = event.get("body", b"")
+                size += len(chunk)
+                if size <= limit:
+                    body += chunk
+                elif size > DRAIN_LIMIT:
+                    break  # stop reading a flood: answer now, the client may see its upload cut
+                if not event.get("more_body", False):
+                    break
+            if size > limit:
+                # The body was read (and dropped) to its end, so the client reads the answer
+                # instead of a reset connection.
+                await _respond(send, 413, _error_body(_too_large(size, limit), "REQUEST_TOO_LARGE"))
+                return
+            replayed = False
+
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": bytes(body), "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reason = self._auth_error(scope)
+        status, code = 401, 1008
+        if reason is None and scope.get("path", "").rstrip("/") in SESSION_PATHS:
+            reason = self.busy_reason()
+            status, code = 503, 1013
+        if reason is not None:
+            await _deny(scope, receive, send, status, code, reason)
+            return
+        limit = self.max_request_bytes
+
+        async def guarded_receive() -> Message:
+            while True:
+                event = await receive()
+                if event["type"] != "websocket.receive":
+                    return event
+                size = _frame_bytes(event)
+                if size <= limit:
+                    return event
+                message = {"type": "error", "data": {"message": _too_large(size, limit), "code": "MESSAGE_TOO_LARGE"}}
+                await send({"type": "websocket.send", "text": json.dumps(message)})
+
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            await self.app(scope, guarded_receive, send)
+        except WebSocketDisconnect:
+            # OpenEnv closes the socket after the session ends even when the client has gone
+            # already; that is a normal end, not an error to log.
+            pass
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (f"the request has {size} bytes, over this server's limit of {limit} bytes; send a shorter reply "
+            "(or start the server with a higher --max-request-bytes).")
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _deny(scope: Scope, receive: Receive, send: Send, status: int, code: int, reason: str) -> None:
+    """Refuse a WebSocket handshake: an HTTP response when the server supports it, else a close."""
+    event = await receive()
+    if event["type"] != "websocket.connect":
+        return
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = _error_body(reason, "UNAUTHORIZED" if status == 401 else "CAPACITY_REACHED")
+        await send({"type": "websocket.http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": code, "reason": reason[:120]})
+
+
+
+
+def _frame_bytes(event: Message) -> int:
+    """The size of a received WebSocket frame in bytes."""
+    if event.get("bytes") is not None:
+        return len(event["bytes"])
+    return len((event.get("text") or "").encode("utf-8"))
