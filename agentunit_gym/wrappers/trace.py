@@ -206,8 +206,9 @@ def step_record(index: int, action: str, observation: str, reward: float, info: 
         index=index,
         timestamp=timestamp,
         raw_action=cap_text(str(action), max_chars, TRACE_NOTE),
-        action=jsonable(info["action"]) if isinstance(info.get("action"), dict) else None,
-        action_error=jsonable(info["action_error"]) if isinstance(info.get("action_error"), dict) else None,
+        # An empty dict is the env's "none" (info keys keep one type for vector envs).
+        action=jsonable(info["action"]) if _filled(info.get("action")) else None,
+        action_error=jsonable(info["action_error"]) if _filled(info.get("action_error")) else None,
         thought=cap_text(str(info.get("thought") or ""), max_chars, TRACE_NOTE),
         observation=cap_text(str(observation), max_chars, TRACE_NOTE),
         observation_chars=len(observation),
@@ -225,7 +226,7 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
     score, trap verdict, context count, limit details), validated once as a whole."""
     finish = info.get("finish_reason")
     score = info.get("score")
-    if isinstance(score, dict):
+    if _filled(score):
         score = Score.model_validate(score)
     trap = info.get("trap")
     traps = []
@@ -234,7 +235,7 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
                                 verdict=str(trap["verdict"]), evidence=[str(e) for e in trap.get("evidence", [])]))
     metadata = dict(trace.metadata)
     for key in ("limit", "loop_count", "invalid_count", "context_counter"):
-        if info.get(key) is not None:
+        if info.get(key) not in (None, ""):
             metadata[key] = jsonable(info[key])
     if isinstance(trap, dict):
         metadata["trap_category"] = trap.get("category")
@@ -242,7 +243,7 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
     done = trace.model_copy(update={
         "steps": list(steps),
         "ended_at": time.time(),
-        "finish_reason": FinishReason(finish) if finish is not None else None,
+        "finish_reason": FinishReason(finish) if finish else None,
         "finish_detail": str(info.get("finish_detail", "")),
         "score": score if isinstance(score, Score) else None,
         "traps": traps,
@@ -251,6 +252,10 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
     })
     # Validate the assembled document once, so a bad value fails here and not in a reader.
     return EpisodeTrace.model_validate(done.model_dump())
+
+
+def _filled(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value)
 
 
 def _int_or_none(value: Any) -> int | None:

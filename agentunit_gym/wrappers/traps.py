@@ -332,7 +332,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
                         break
             if terminated or truncated:
                 return observation, reward, terminated, truncated, self.on_episode_end(info)
-            if active.trap.detect.state and info.get("action") is not None:
+            if active.trap.detect.state and info.get("action"):
                 self._check_state(active, final=False)
             if active.trap.placement == "observation" and step == active.trap.at_step:
                 observation = f"{observation}\n\n{fill(active.trap.text, active.values)}"

@@ -160,6 +160,8 @@ class DBEnv(AgentEnv[DBTask]):
 
             self._sql = open_sql_backend(backend, dsn=dsn, **backend_options)
             self._owns_backend = True
+        # What a copy in another process reopens: the resolved kind, not "auto".
+        self._reopen_args = (self._sql.kind, dsn, dict(backend_options))
         log.debug("DB env on the %s backend (asked for %r)", self._sql.kind, backend)
 
     # ------------------------------------------------------------------ hooks
@@ -309,7 +311,21 @@ class DBEnv(AgentEnv[DBTask]):
 
     # ---------------------------------------------------------------- private
 
+    _live_state = ("_sql", "_db")
+
+    def _travel_refusal(self) -> str:
+        if self._owns_backend:
+            return ""
+        return "it runs on a SQL backend object it was given (sql_backend=...); make it with backend='sqlite' " \
+               "or 'mysql' (and dsn=) so a copy can open its own."
+
     def _backend(self) -> SQLBackend:
+        if self._sql is None and self._owns_backend and not self._closed:
+            # A pickled or copied env: open its own backend in this process.
+            from agentunit_gym.backends.sql.factory import open_sql_backend
+
+            kind, dsn, options = self._reopen_args
+            self._sql = open_sql_backend(kind, dsn=dsn, **options)
         if self._sql is None:
             raise EpisodeStateError("the DB env is closed: make a new env.")
         return self._sql

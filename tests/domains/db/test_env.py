@@ -85,7 +85,7 @@ def test_operation_then_answer_scores_one(env: DBEnv) -> None:
     env.reset(options={"task_id": "oldest"})
     obs, reward, term, trunc, info = env.step(sql("SELECT name, age FROM people ORDER BY age DESC LIMIT 2"))
     assert obs == "[('Ann', 71), ('Cem', 52)]"
-    assert (reward, term, trunc, info["finish_reason"]) == (0.0, False, False, None)
+    assert (reward, term, trunc, info["finish_reason"]) == (0.0, False, False, "")
     assert info["execution"]["rowcount"] == 2 and info["execution"]["columns"] == ["name", "age"]
     assert info["thought"] == "Let me look."
     obs, reward, term, _, info = env.step("Thought: done.\n" + answer(["Ann"]))
