@@ -2,8 +2,8 @@
 
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec
 from agentunit_gym.core.env import AgentEnv, Execution
-from agentunit_gym.core.info import ResetInfo, ScoreInfo, StepInfo, StepTiming
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import ResetInfo, ScoreInfo, StepInfo, StepTiming
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
 
