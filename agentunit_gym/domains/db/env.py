@@ -47,7 +47,7 @@ from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSourc
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
 from agentunit_gym.domains.db.domain import DOMAIN
-from agentunit_gym.domains.db.scoring import answers_match, parse_answer_md5, parse_final_answer
+from agentunit_gym.domains.db.scoring import answer_f1, answers_match, parse_answer_md5, parse_final_answer
 from agentunit_gym.domains.db.task import DBTable, DBTask
 from agentunit_gym.errors import ConfigError, EpisodeStateError, TaskFileError
 
@@ -258,11 +258,11 @@ class DBEnv(AgentEnv[DBTask]):
             gold = list(task.answer or ())
             if action is None or action.tool != "submit_answer":
                 return Score.failed("no answer was submitted", **base, answer_match=False,
-                                    exact_match=False, hash_match=None, success=False)
+                                    exact_match=False, hash_match=None, success=False, answer_f1=0.0)
             given = list(action.arguments.get("answer", []))
             ok = answers_match(given, gold)
             components = {**base, "answer_match": ok, "exact_match": ok, "hash_match": None, "success": ok,
-                          "answer": json.dumps(given, ensure_ascii=False)}
+                          "answer_f1": answer_f1(given, gold), "answer": json.dumps(given, ensure_ascii=False)}
             detail = "answer matches" if ok else f"answer {given!r} does not match the gold answer"
             return Score(reward=float(ok), success=ok, components=components, detail=detail)
         table = task.graded_table
