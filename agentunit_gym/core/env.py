@@ -260,7 +260,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         """Make ``max_episode_steps`` the env's turn limit, so the prompt (where a domain states
         the limit), ``info["max_steps"]`` and the episode's end agree with the ``TimeLimit``
         that ``gym.make(..., max_episode_steps=N)`` puts over the env. Called by
-        :class:`~agentunit_gym.wrappers.limits.EndTruncatedEpisode`; applies from the next reset.
+        :class:`~agentunit_gym.wrappers.limits.EndTruncatedEpisode`; the prompt says it from the next reset.
 
         Raises:
             ConfigError: a cap below 1.

@@ -150,10 +150,11 @@ class OSEnv(AgentEnv[OSTask]):
     # ----------------------------------------------------------------- hooks
 
     def _start_episode(self, task: OSTask) -> str:
+        sandbox = self.sandbox  # first: a pickled copy opens its own here, pristine
         if self._sandbox_dirty:
-            self.sandbox.reset()
+            sandbox.reset()
         else:
-            self.sandbox.start()
+            sandbox.start()
         self._sandbox_dirty = True
         base = task.scripts_base
         for index, script in enumerate(task.init):
