@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, TypeGuard
 
 import gymnasium as gym
 
@@ -230,14 +230,14 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
         score = Score.model_validate(score)
     trap = info.get("trap")
     traps = []
-    if isinstance(trap, dict):
+    if _filled(trap):
         traps.append(TrapRecord(trap_id=str(trap["trap_id"]), placement=str(trap["placement"]),
                                 verdict=str(trap["verdict"]), evidence=[str(e) for e in trap.get("evidence", [])]))
     metadata = dict(trace.metadata)
     for key in ("limit", "loop_count", "invalid_count", "context_counter"):
         if info.get(key) not in (None, ""):
             metadata[key] = jsonable(info[key])
-    if isinstance(trap, dict):
+    if _filled(trap):
         metadata["trap_category"] = trap.get("category")
         metadata["trap_delivered"] = trap.get("delivered")
     done = trace.model_copy(update={
@@ -254,7 +254,8 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
     return EpisodeTrace.model_validate(done.model_dump())
 
 
-def _filled(value: Any) -> bool:
+def _filled(value: Any) -> TypeGuard[dict[str, Any]]:
+    """A dict with something in it: ``{}`` is how ``info`` says "none" (one type per key)."""
     return isinstance(value, dict) and bool(value)
 
 
