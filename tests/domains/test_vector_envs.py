@@ -121,3 +121,35 @@ def test_batched_values_equal_a_single_envs(name: str, mode: str) -> None:
     assert not mixed, f"info keys with more than one kind of value: {mixed}"
     # The step keys of docs/core.md are all there, on every step.
     assert {"action", "action_error", "score", "execution", "finish_reason", "limit", "task_id"} <= set(kinds)
+
+
+def test_the_evaluation_stack_batches_too() -> None:
+    """make_eval_env's wrappers (limits, classification, loops, traps at rate 0.5, traces) over
+    a SyncVectorEnv: per copy, the same info as a single stack, traces aside (their ids and
+    clock times differ by design)."""
+    from agentunit_gym import make_eval_env
+
+    make = partial(make_eval_env, "AgentUnit/DB-v0", backend="sqlite", trap_rate=0.5, max_steps=3)
+    pool = replies(CASES["db"])
+    plan = [[pool[(t * 3 + i) % len(pool)] for i in range(6)] for t in range(7)]
+    envs = gym.vector.SyncVectorEnv([make] * 6)
+    singles = [make() for _ in range(6)]
+    expected = [single_run(env, 5, plan, i) for i, env in enumerate(singles)]
+    _, infos = envs.reset(seed=5)
+    got = [[per_copy(infos, i)] for i in range(6)]
+    for replies_now in plan:
+        *_, infos = envs.step(tuple(replies_now))
+        for i in range(6):
+            got[i].append(per_copy(infos, i))
+    for i in range(6):
+        for t, info in enumerate(got[i]):
+            want = dict(expected[i][t][-1])
+            assert ("trace" in info) == ("trace" in want), (i, t)
+            info.pop("trace", None)
+            want.pop("trace", None)
+            assert comparable(info) == comparable(want), (i, t)
+    assert any(info.get("trap") for copy in got for info in copy)  # some episodes had a trap
+    assert any(info.get("trap") == {} for copy in got for info in copy)  # and some had none
+    envs.close()
+    for env in singles:
+        env.close()
