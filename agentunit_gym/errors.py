@@ -152,3 +152,28 @@ class RemoteProtocolError(AgentUnitError, ValueError):
     (malformed JSON, an unknown field, an action over the size limit, an unknown message type).
 
     The server answers 4xx with the message; a client raises it when the server's reply is unreadable."""
+
+
+class ResetOptionError(ConfigError):
+    """``reset(options=...)`` got a key the env does not know (a typo would otherwise be
+    ignored and the episode run on a random task).
+
+    Attributes:
+        unknown: the keys that are not options.
+        known: the keys ``reset`` accepts.
+    """
+
+    def __init__(self, unknown: list[str], known: tuple[str, ...]) -> None:
+        super().__init__(
+            f"reset(options=...) got unknown key(s) {', '.join(repr(k) for k in unknown)}; the known keys are "
+            f"{', '.join(repr(k) for k in known)}. Pick a task with options={{'task_id': ...}} or "
+            "options={'task': TaskSpec}, or pass no options for a task drawn by the env's seeded RNG."
+        )
+        self.unknown = unknown
+        self.known = known
+
+
+class InterruptedEpisodeError(EpisodeStateError):
+    """``step()`` on an env that was pickled or copied while an episode ran: the episode's
+    backend state (the shell, the episode database, the shop session) does not travel with
+    the copy, so the copy has no episode until its next ``reset()``."""

@@ -131,8 +131,8 @@ class ActionError:
             "reason": self.reason.value,
             "issue": self.issue.value,
             "message": self.message,
-            "hint": self.hint,
-            "tool": self.tool,
+            "hint": self.hint or "",
+            "tool": self.tool or "",
         }
 
 

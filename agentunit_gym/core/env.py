@@ -30,11 +30,28 @@ from agentunit_gym.core.actions import (
     parse_json_call,
     render_json_call,
 )
-from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.finish import FinishReason, LimitKind
+from agentunit_gym.core.info import (
+    RESET_OPTION_KEYS,
+    ResetInfo,
+    StepInfo,
+    StepTiming,
+    running_step_info,
+    score_info,
+    stable_details,
+)
 from agentunit_gym.core.reference import SENTINEL, OutputReply
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
-from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError, TaskFileError, TaskNotFoundError
+from agentunit_gym.errors import (
+    AgentUnitError,
+    ConfigError,
+    EpisodeStateError,
+    InterruptedEpisodeError,
+    ResetOptionError,
+    TaskFileError,
+    TaskNotFoundError,
+)
 from agentunit_gym.tasks.loader import load_tasks
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
 from agentunit_gym.tasks.splits import filter_split
@@ -46,21 +63,6 @@ logger = logging.getLogger("agentunit_gym")
 InvalidPolicy = Literal["continue", "terminate"]
 
 TaskSource = str | Path | Sequence[str | Path] | Sequence[TaskSpec] | None
-
-
-@dataclass(frozen=True)
-class StepTiming:
-    """Wall-clock time the env spent on a reset or step (not counting the agent).
-
-    Timings are measurements, not state: any two records compare equal, so determinism
-    checks (gymnasium's ``check_env`` compares the ``info`` of two seeded runs) compare what
-    the env did, not how fast it was.
-    """
-
-    env_s: float = field(compare=False)
-
-    def to_dict(self) -> dict[str, float]:
-        return {"env_s": self.env_s}
 
 
 @dataclass
@@ -133,6 +135,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._score_value: Score | None = None
         self._closed = False
         self._last_observation = ""
+        self._interrupted = ""
+        self._step_cap: int | None = None
 
     # ----------------------------------------------------------------- hooks
 
@@ -241,6 +245,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
     @property
     def max_steps(self) -> int:
+        """The turn limit: ``max_steps=`` given to the env, else the task's, else the domain's;
+        a cap from ``gym.make(..., max_episode_steps=N)`` (see :meth:`cap_steps`) replaces the
+        task's and the domain's and lowers ``max_steps=``."""
+        if self._step_cap is not None:
+            if self._max_steps_override is not None:
+                return min(self._max_steps_override, self._step_cap)
+            return self._step_cap
         if self._max_steps_override is not None:
             return self._max_steps_override
         if self._task is not None and self._task.max_steps is not None:
@@ -251,35 +262,93 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def tool_table(self) -> dict[str, ToolSpec]:
         return dict(self._tool_table)
 
+    def cap_steps(self, max_episode_steps: int) -> None:
+        """Make ``max_episode_steps`` the env's turn limit, so the prompt (where a domain states
+        the limit), ``info["max_steps"]`` and the episode's end agree with the ``TimeLimit``
+        that ``gym.make(..., max_episode_steps=N)`` puts over the env. Called by
+        :class:`~agentunit_gym.wrappers.limits.EndTruncatedEpisode`; the prompt says it from the next reset.
+
+        Raises:
+            ConfigError: a cap below 1.
+        """
+        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int) or max_episode_steps < 1:
+            raise ConfigError(f"max_episode_steps must be an integer of at least 1, got {max_episode_steps!r}.")
+        self._step_cap = max_episode_steps
+
+    # ------------------------------------------------------------- pickling
+
+    _live_state: ClassVar[tuple[str, ...]] = ()
+    """Attributes that hold live resources (a sandbox, a connection, a store, a session). A
+    pickle or a copy carries them as None and the domain env reopens its backend lazily on
+    first use, in the process that unpickled it."""
+
+    def _travel_refusal(self) -> str:
+        """Why this env cannot be pickled, ``""`` when it can (an env made around a backend
+        object the caller passed in cannot reopen it elsewhere)."""
+        return ""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The env without its live resources and without a running episode (see
+        docs/training.md, "Pickling and processes").
+
+        Raises:
+            ConfigError: the env was made around a backend object it cannot reopen.
+        """
+        why = self._travel_refusal()
+        if why:
+            raise ConfigError(f"this {self.domain} env cannot be pickled or copied: {why}")
+        state = dict(self.__dict__)
+        for name in self._live_state:
+            state[name] = None
+        running = self._task is not None and self._finish is None and not self._closed
+        state["_interrupted"] = self._task.id if running and self._task is not None else ""
+        state["_task"] = None
+        state["_finish"] = None
+        state["_score_value"] = None
+        state["_steps"] = 0
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # ------------------------------------------------------------- the API
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]; ResetInfo is one
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, ResetInfo]:
         """Start an episode.
 
         Args:
             seed: seeds the env's RNG, which picks the task when none is named.
-            options: ``{"task_id": ...}`` or ``{"task": TaskSpec | dict}`` picks the task.
+            options: ``{"task_id": ...}`` or ``{"task": TaskSpec | dict}`` picks the task;
+                no other key is accepted (:data:`~agentunit_gym.core.info.RESET_OPTION_KEYS`).
 
         Returns:
-            The prompt, and ``info`` with the task id, instruction, tools, grammar and step limit.
+            The prompt, and ``info`` (a :class:`~agentunit_gym.core.info.ResetInfo`) with the
+            task id, instruction, tools, grammar and step limit.
 
         Raises:
+            ResetOptionError: an option key other than ``task_id`` and ``task``.
             TaskNotFoundError: an unknown task id.
             ConfigError: a task this backend does not support, or an empty suite.
         """
         super().reset(seed=seed)
         if self._closed:
             raise EpisodeStateError("reset() after close(): make a new env.")
+        unknown = sorted(str(k) for k in (options or {}) if k not in RESET_OPTION_KEYS)
+        if unknown:
+            raise ResetOptionError(unknown, RESET_OPTION_KEYS)
         self._release_episode()
         task = self._pick_task(options or {})
         self._task = task
         self._steps = 0
         self._finish = None
         self._score_value = None
+        self._interrupted = ""
         started = time.perf_counter()
         prompt = self._start_episode(task)
         self._last_observation = prompt
-        info: dict[str, Any] = {
+        info: ResetInfo = {
             "task_id": task.id,
             "instruction": task.instruction,
             "category": task.category,
@@ -290,26 +359,34 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             "tools": [t.json_schema() for t in self.tools],
             "grammar": self.grammar,
             "step": 0,
-            "finish_reason": None,
+            "finish_reason": "",
             "timing": StepTiming(time.perf_counter() - started),
         }
         return prompt, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:  # type: ignore[override]
         """Parse the agent's reply, act on it, observe.
 
         Returns:
-            ``(observation, reward, terminated, truncated, info)``; ``info`` has
-            ``finish_reason`` (None while running), ``action`` or ``action_error``,
-            ``execution`` details, ``timing`` (a :class:`StepTiming`), and ``score`` at the end.
+            ``(observation, reward, terminated, truncated, info)``; ``info`` is a
+            :class:`~agentunit_gym.core.info.StepInfo`: every key on every step, with
+            ``finish_reason`` ``""`` while running, ``action`` or ``action_error`` (the other
+            ``{}``), ``execution`` details, ``timing``, and ``score`` (``{}`` until the end).
 
         Raises:
             EpisodeStateError: step before reset or after the episode ended.
+            InterruptedEpisodeError: step on a pickled or copied env before its ``reset()``.
             BackendError, BackendTimeoutError, BackendUnavailableError: infrastructure failed;
                 the episode is over (finish reason ERROR) and the next reset recovers.
         """
         if self._closed:
             raise EpisodeStateError("step() after close(): make a new env.")
+        if self._task is None and self._interrupted:
+            raise InterruptedEpisodeError(
+                f"step() on a copy of the env made while episode {self._interrupted!r} was running: the "
+                "episode's backend state (shell, database, session) does not travel in a pickle or a copy. "
+                "Call reset() on the copy first (reset(options={'task_id': ...}) to run that task again)."
+            )
         if self._task is None:
             raise EpisodeStateError("step() before reset(): call reset() first.")
         if self._finish is not None:
@@ -318,7 +395,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             )
         started = time.perf_counter()
         self._steps += 1
-        info: dict[str, Any] = {"step": self._steps, "finish_reason": None, "action": None}
+        info = running_step_info(self._steps, self._task.id, self.max_steps)
         reward = 0.0
         terminated = truncated = False
         try:
@@ -327,22 +404,24 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                 observation = parsed.feedback()
                 info["action_error"] = parsed.to_info()
                 if self.invalid_action == "terminate":
-                    info.update(self.end_episode(parsed.reason, detail=parsed.message))
+                    info.update(self.end_episode(parsed.reason, detail=parsed.message))  # type: ignore[typeddict-item]
                     terminated = True
             else:
                 info["action"] = parsed.to_info()
-                info["thought"] = parsed.thought
+                info["thought"] = parsed.thought or ""
                 if self._tool_table[parsed.tool].commits:
-                    info.update(self._commit(parsed))
+                    info.update(self._commit(parsed))  # type: ignore[typeddict-item]
                     observation = "Episode finished."
                     terminated = True
                 else:
                     execution = self._execute(parsed)
                     observation = execution.observation
-                    info["execution"] = dict(execution.details)
-                    info["execution_error"] = execution.error
+                    info["execution"] = stable_details(dict(execution.details))
+                    info["execution_error"] = bool(execution.error)
             if not terminated and self._steps >= self.max_steps:
-                info.update(self.end_episode(FinishReason.TASK_LIMIT, detail=f"step limit {self.max_steps} reached"))
+                info.update(self.end_episode(  # type: ignore[typeddict-item]
+                    FinishReason.TASK_LIMIT, detail=f"step limit {self.max_steps} reached"))
+                info["limit"] = LimitKind.STEPS
                 truncated = True
         except AgentUnitError:
             self._finish = FinishReason.ERROR
@@ -369,7 +448,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         """End the running episode for ``reason`` (used by limit and policy wrappers).
 
         Returns:
-            The ``info`` entries of the end: ``finish_reason`` and ``score`` (a dict).
+            The ``info`` entries of the end: ``finish_reason``, ``score`` (a
+            :class:`~agentunit_gym.core.info.ScoreInfo`), ``finish_detail`` and ``limit`` (``""``:
+            the caller names the limit).
 
         Raises:
             EpisodeStateError: no episode is running.
@@ -436,7 +517,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             self._end_episode()
         except AgentUnitError:
             pass  # the score is taken; a failed cleanup is retried by the next reset
-        return {"finish_reason": reason, "score": score.model_dump(), "finish_detail": detail}
+        return {"finish_reason": reason, "score": score_info(score), "finish_detail": detail, "limit": ""}
 
     def _release_episode(self) -> None:
         if self._task is not None:

@@ -18,6 +18,7 @@ from agentunit_gym.wrappers.context import (
 from agentunit_gym.wrappers.ending import end_episode
 from agentunit_gym.wrappers.limits import EndTruncatedEpisode, LimitEpisode
 from agentunit_gym.wrappers.loops import DetectLoops
+from agentunit_gym.wrappers.rewards import ShapeReward, format_penalty, partial_credit, terminal_reward
 from agentunit_gym.wrappers.stack import make_eval_env
 from agentunit_gym.wrappers.trace import RecordTrace
 from agentunit_gym.wrappers.traps import InjectTraps, Trap, TrapLibrary, load_trap_library
@@ -33,14 +34,18 @@ __all__ = [
     "LimitContext",
     "LimitEpisode",
     "RecordTrace",
+    "ShapeReward",
     "TiktokenCounter",
     "TokenCounter",
     "TokenizersCounter",
     "Trap",
     "TrapLibrary",
     "end_episode",
+    "format_penalty",
     "load_trap_library",
     "make_eval_env",
     "make_token_counter",
+    "partial_credit",
     "reward_of",
+    "terminal_reward",
 ]

@@ -78,7 +78,7 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
         error = info.get("action_error")
-        if isinstance(error, dict):
+        if isinstance(error, dict) and error:  # {}: the reply was a valid action
             self._invalid += 1
             reply_class = str(error.get("reason") or FinishReason.INVALID_FORMAT.value)
             if self.hints and not error.get("hint"):

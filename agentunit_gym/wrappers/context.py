@@ -27,6 +27,7 @@ from typing import Any, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import running_step_info
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError, MissingDependencyError
 from agentunit_gym.wrappers.base import EpisodeWrapper
@@ -226,7 +227,8 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         base = agent_env(self.env)
         if self._prompt_overflows and base.finish_reason is None and base.task is not None:
-            info: dict[str, Any] = {"step": base.steps, "finish_reason": None, "action": None,
+            task_id = base.task.id
+            info: dict[str, Any] = {**running_step_info(base.steps, task_id, base.max_steps),
                                     "skipped": "the prompt alone overflows the context", "reply_class": "skipped"}
             ended = self.end_episode_here(
                 FinishReason.CONTEXT_LIMIT,

@@ -19,13 +19,14 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.errors import EpisodeStateError
 from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env
 
 
-def end_episode(env: gym.Env[Any, Any], reason: FinishReason, *, detail: str = "") -> dict[str, Any]:
+def end_episode(env: gym.Env[Any, Any], reason: FinishReason, *, detail: str = "",
+                limit: LimitKind | None = None) -> dict[str, Any]:
     """End the running episode of ``env`` for ``reason``, and let every wrapper record the end.
 
     Use this, not ``env.unwrapped.end_episode``, when something outside ``step`` ends an
@@ -43,6 +44,7 @@ def end_episode(env: gym.Env[Any, Any], reason: FinishReason, *, detail: str = "
         env: a wrapper stack over an AgentUnit env (or the env itself).
         reason: the finish reason (not ``COMPLETE``, which only a committing action reaches).
         detail: why, recorded as the trace's ``finish_detail``.
+        limit: which limit ended a ``TASK_LIMIT`` episode (``info["limit"]``), None for none.
 
     Returns:
         The end info: ``finish_reason``, ``score`` (a dict) and ``finish_detail`` from the
@@ -61,6 +63,8 @@ def end_episode(env: gym.Env[Any, Any], reason: FinishReason, *, detail: str = "
     for wrapper in wrappers:
         wrapper.before_episode_end()
     info = base.end_episode(reason, detail=detail)
+    if limit is not None:
+        info["limit"] = limit
     for wrapper in wrappers:
         info = wrapper.on_episode_end(info)
     return info

@@ -59,7 +59,7 @@ def derive_flags(info: dict[str, Any]) -> list[Flag]:
     """
     flags: list[Flag] = []
     error = info.get("action_error")
-    if isinstance(error, dict):
+    if isinstance(error, dict) and error:
         if error.get("reason") == FinishReason.INVALID_FORMAT.value:
             flags.append(Flag.INVALID_FORMAT)
         else:
@@ -87,7 +87,7 @@ def action_text(info: dict[str, Any]) -> str | None:
     reasoning around the action neither triggers nor hides a match.
     """
     action = info.get("action")
-    if not isinstance(action, dict):
+    if not isinstance(action, dict) or not action:  # {}: the reply was not a valid action
         return None
     arguments = action.get("arguments") or {}
     parts = [str(v) for v in arguments.values()] if isinstance(arguments, dict) else [str(arguments)]

@@ -9,6 +9,7 @@ import gymnasium as gym
 from gymnasium.wrappers import TimeLimit
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
+from agentunit_gym.core.info import running_step_info
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import agent_env
@@ -88,7 +89,9 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
         # The agent answered after the deadline: the reply is not run, the episode ends now.
         assert self._elapsed_steps is not None
         self._elapsed_steps += 1
-        info: dict[str, Any] = {"step": self._elapsed_steps, "finish_reason": None, "action": None,
+        base = agent_env(self.env)
+        task_id = base.task.id if base.task is not None else ""
+        info: dict[str, Any] = {**running_step_info(self._elapsed_steps, task_id, base.max_steps),
                                 "skipped": "the reply arrived after the time limit and was not run",
                                 "reply_class": "skipped"}
         reward = self._end(info, f"time limit {self.max_seconds:g} s reached before the reply", LimitKind.TIME, 0.0)
@@ -118,10 +121,14 @@ class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env[str, str]) -> None:
         gym.utils.RecordConstructorArgs.__init__(self)
         super().__init__(env)
+        cap = _time_limit_below(env)
+        if cap is not None:
+            # The env states its limit in the prompt and info["max_steps"]: make it the TimeLimit's.
+            agent_env(env).cap_steps(cap)
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
-        if truncated and not terminated and info.get("finish_reason") is None:
+        if truncated and not terminated and not info.get("finish_reason"):
             base = agent_env(self.env)
             if base.task is not None and base.finish_reason is None:
                 detail = f"step limit {base.steps} reached (max_episode_steps)"
@@ -129,3 +136,17 @@ class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
                 if ended is not None:
                     reward = ended
         return observation, reward, terminated, truncated, info
+
+
+def _time_limit_below(env: gym.Env[str, str]) -> int | None:
+    """The ``max_episode_steps`` of the innermost gymnasium ``TimeLimit`` in the stack, if any."""
+    found: int | None = None
+    current: gym.Env[Any, Any] = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, TimeLimit) and not isinstance(current, LimitEpisode):
+            # TimeLimit keeps N only in this attribute (its public spec deep-copies every make()
+            # argument); gymnasium is pinned in requirements/, and tests/wrappers/test_vector_info.py
+            # fails if a release renames it.
+            found = int(current._max_episode_steps)
+        current = current.env
+    return found

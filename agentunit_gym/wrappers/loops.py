@@ -55,7 +55,7 @@ def find_loop(keys: list[str], repeats: int, max_cycle: int, cycle_repeats: int)
 class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Flag LOOP when the agent repeats itself, and optionally end the episode as TLE.
 
-    ``info["loop"]`` describes the loop on the step that closes it (None otherwise) and the
+    ``info["loop"]`` describes the loop on the step that closes it (``""`` otherwise) and the
     step's flags get LOOP. With ``on_loop="end"`` the episode ends there with
     ``TASK_LIMIT`` (``truncated=True``), as AgentBench counts a repeating agent.
 
@@ -104,7 +104,7 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         observation, reward, terminated, truncated, info = self.env.step(action)
         self._keys.append(action_key(action, info))
         loop = find_loop(list(self._keys), self.repeats, self.max_cycle, self.cycle_repeats)
-        info["loop"] = loop
+        info["loop"] = loop or ""
         if loop is not None:
             self._loops += 1
             add_flags(info, Flag.LOOP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, TypeGuard
 
 import gymnasium as gym
 
@@ -213,8 +213,9 @@ def step_record(index: int, action: str, observation: str, reward: float, info: 
         index=index,
         timestamp=timestamp,
         raw_action=_cap(str(action), max_chars),
-        action=jsonable(info["action"]) if isinstance(info.get("action"), dict) else None,
-        action_error=jsonable(info["action_error"]) if isinstance(info.get("action_error"), dict) else None,
+        # An empty dict is the env's "none" (info keys keep one type for vector envs).
+        action=jsonable(info["action"]) if _filled(info.get("action")) else None,
+        action_error=jsonable(info["action_error"]) if _filled(info.get("action_error")) else None,
         thought=_cap(str(info.get("thought") or ""), max_chars),
         observation=_cap(str(observation), max_chars),
         observation_chars=len(observation),
@@ -252,24 +253,24 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
     score, trap verdict, context count, limit details), validated once as a whole."""
     finish = info.get("finish_reason")
     score = info.get("score")
-    if isinstance(score, dict):
+    if _filled(score):
         score = Score.model_validate(score)
     trap = info.get("trap")
     traps = []
-    if isinstance(trap, dict):
+    if _filled(trap):
         traps.append(TrapRecord(trap_id=str(trap["trap_id"]), placement=str(trap["placement"]),
                                 verdict=str(trap["verdict"]), evidence=[str(e) for e in trap.get("evidence", [])]))
     metadata = dict(trace.metadata)
     for key in ("limit", "loop_count", "invalid_count", "context_counter"):
-        if info.get(key) is not None:
+        if info.get(key) not in (None, ""):
             metadata[key] = jsonable(info[key])
-    if isinstance(trap, dict):
+    if _filled(trap):
         metadata["trap_category"] = trap.get("category")
         metadata["trap_delivered"] = trap.get("delivered")
     done = trace.model_copy(update={
         "steps": list(steps),
         "ended_at": time.time(),
-        "finish_reason": FinishReason(finish) if finish is not None else None,
+        "finish_reason": FinishReason(finish) if finish else None,
         "finish_detail": str(info.get("finish_detail", "")),
         "score": score if isinstance(score, Score) else None,
         "traps": traps,
@@ -278,6 +279,11 @@ def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str,
     })
     # Validate the assembled document once, so a bad value fails here and not in a reader.
     return EpisodeTrace.model_validate(done.model_dump())
+
+
+def _filled(value: Any) -> TypeGuard[dict[str, Any]]:
+    """A dict with something in it: ``{}`` is how ``info`` says "none" (one type per key)."""
+    return isinstance(value, dict) and bool(value)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -231,9 +231,10 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     "<id>"})`` forces a trap, ``{"trap": None}`` forces none.
 
     ``info["trap"]`` (every step, and at reset) holds the trap's id, placement, whether it
-    reached the agent, the verdict so far and the evidence; the final step carries the
-    final verdict. A step whose action matches a trap pattern gets the TRAP_ATTEMPT flag;
-    any action matching the library's destructive patterns gets DESTRUCTIVE, trap or not.
+    reached the agent, the verdict so far and the evidence (``{}`` in an episode without
+    a trap); the final step carries the final verdict. A step whose action matches a trap
+    pattern gets the TRAP_ATTEMPT flag; any action matching the library's destructive
+    patterns gets DESTRUCTIVE, trap or not.
     State checks run after every executed action and once more at the end when the env
     still answers (the DB env drops its database at the end, so there the last check
     before the end stands).
@@ -332,7 +333,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
                         break
             if terminated or truncated:
                 return observation, reward, terminated, truncated, self.on_episode_end(info)
-            if active.trap.detect.state and info.get("action") is not None:
+            if active.trap.detect.state and info.get("action"):
                 self._check_state(active, final=False)
             if active.trap.placement == "observation" and step == active.trap.at_step:
                 observation = f"{observation}\n\n{fill(active.trap.text, active.values)}"
@@ -411,8 +412,8 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         if found and not active.state_evidence:
             active.state_evidence = found  # sticky: undoing the damage later does not undo the attempt
 
-    def _info(self) -> dict[str, Any] | None:
+    def _info(self) -> dict[str, Any]:
         if self._active is None:
-            return None
+            return {}  # not None: info keys keep one type, so vector envs can batch them
         record = self._active.record()
         return {**record.model_dump(), "category": self._active.trap.category, "delivered": self._active.delivered}

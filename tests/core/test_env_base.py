@@ -25,7 +25,7 @@ def test_commit_scores_and_terminates() -> None:
     assert [t["function"]["name"] for t in info["tools"]] == ["echo", "answer"]
     obs, reward, term, trunc, info = env.step("Think: easy\nAct: echo(hello)")
     assert (obs, reward, term, trunc) == ("hello", 0.0, False, False)
-    assert info["finish_reason"] is None and info["execution"] == {"length": 5}
+    assert info["finish_reason"] == "" and info["execution"] == {"length": 5}
     obs, reward, term, trunc, info = env.step("Act: answer(42)")
     assert (reward, term, trunc) == (1.0, True, False)
     assert info["finish_reason"] is FinishReason.COMPLETE and info["score"]["success"] is True

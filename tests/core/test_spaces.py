@@ -47,7 +47,7 @@ def test_max_episode_steps_of_gym_make_ends_as_tle_with_a_score() -> None:
         env.reset(seed=0)
         sql = "Action: Operation\n```sql\nSELECT 1;\n```"
         _, reward, terminated, truncated, info = env.step(sql)
-        assert (terminated, truncated, info["finish_reason"]) == (False, False, None)
+        assert (terminated, truncated, info["finish_reason"]) == (False, False, "")
         _, reward, terminated, truncated, info = env.step(sql)
         assert (terminated, truncated) == (False, True)
         assert info["finish_reason"] is FinishReason.TASK_LIMIT and info["limit"] is LimitKind.STEPS
@@ -55,6 +55,6 @@ def test_max_episode_steps_of_gym_make_ends_as_tle_with_a_score() -> None:
         assert env.unwrapped.finish_reason is FinishReason.TASK_LIMIT  # type: ignore[attr-defined]
         # The next episode starts clean.
         _, info = env.reset(seed=1)
-        assert info["finish_reason"] is None
+        assert info["finish_reason"] == ""
     finally:
         env.close()

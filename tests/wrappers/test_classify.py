@@ -50,7 +50,7 @@ def test_hints_can_be_switched_off() -> None:
     env = ClassifyActions(ToyEnv(), hints=False)
     env.reset(options={"task_id": "t1"})
     obs, _, _, _, info = env.step("Act: anwser(42)")
-    assert info["action_error"]["hint"] is None and "Did you mean" not in obs
+    assert info["action_error"]["hint"] == "" and "Did you mean" not in obs
     assert obs == "Invalid action: unknown tool 'anwser'." and info["reply_class"] == "invalid_action"
     # The same reply with hints on gets one: switching them off is what removed it.
     hinted = ClassifyActions(ToyEnv())

@@ -10,6 +10,7 @@ import gymnasium as gym
 import pytest
 
 from agentunit_gym.core import FinishReason
+from agentunit_gym.core.finish import LimitKind
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import EpisodeStateError
 from agentunit_gym.wrappers import InjectTraps, LimitContext, RecordTrace, TrapLibrary, end_episode, make_eval_env
@@ -75,7 +76,7 @@ def test_ending_from_outside_has_the_fields_of_an_episode_ended_in_step(tmp_path
     assert truncated and not terminated and stepped["finish_reason"] is FinishReason.TASK_LIMIT
     env.reset(seed=1, options={"task_id": "t1", "trap": "toy-delete"})
     env.step("Act: echo(hi)")
-    ended = end_episode(env, FinishReason.TASK_LIMIT, detail="wall-clock limit reached")
+    ended = end_episode(env, FinishReason.TASK_LIMIT, detail="wall-clock limit reached", limit=LimitKind.TIME)
     assert _filled(ended["trace"]) == _filled(stepped["trace"])
     assert ended["trace"].traps[0].verdict == stepped["trace"].traps[0].verdict == "refused"
     env.close()

@@ -30,7 +30,7 @@ def test_step_limit_ends_with_task_limit_and_score() -> None:
     _, info = env.reset(options={"task_id": "t1"})
     assert info["step_limit"] == 2
     _, _, term, trunc, info = env.step("Act: echo(a)")
-    assert (term, trunc, info["finish_reason"]) == (False, False, None)
+    assert (term, trunc, info["finish_reason"]) == (False, False, "")
     obs, reward, term, trunc, info = env.step("Act: echo(b)")
     assert obs == "b" and reward == 0.0 and (term, trunc) == (False, True)
     assert info["finish_reason"] is FinishReason.TASK_LIMIT
@@ -63,7 +63,7 @@ def test_wall_clock_limit_after_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
     env.reset(options={"task_id": "t1"})
     clock[0] += 2.0
     _, _, _, trunc, info = env.step("Act: echo(a)")
-    assert not trunc and info["finish_reason"] is None
+    assert not trunc and info["finish_reason"] == ""
     clock[0] += 3.5  # the agent thought for 3.5 s: the reply arrives after the deadline
     obs, reward, term, trunc, info = env.step("Act: answer(42)")
     assert (term, trunc, reward) == (False, True, 0.0)

@@ -103,7 +103,7 @@ def stacks() -> Iterator[Callable[[str], tuple[gym.Env[str, str], Any, dict[str,
 def test_every_trap(stacks: Callable[[str], tuple[gym.Env[str, str], Any, dict[str, Any]]], target_name: str,
                     trap_id: str) -> None:
     env, target, baseline = stacks(target_name)
-    assert baseline["reward"] == 1.0 and baseline["trap"] is None
+    assert baseline["reward"] == 1.0 and baseline["trap"] == {}
 
     ignored = _episode(env, target.task, trap_id, fall=False)
     assert ignored["trap"]["trap_id"] == trap_id
@@ -154,7 +154,7 @@ def test_destructive_actions_are_flagged_without_traps(env: gym.Env[str, str], m
     call = ("bash", {"script": "rm -rf /tmp/scratch"}) if target.domain == "os" else \
         ("execute_sql", {"query": "DELETE FROM seattle_weather"})
     _, _, _, _, info = env.step(render(env, *call))
-    assert Flag.DESTRUCTIVE in info["flags"] and info["trap"] is None
+    assert Flag.DESTRUCTIVE in info["flags"] and info["trap"] == {}
     _, _, _, _, info = env.step(reference_replies(env)[0])
     assert Flag.DESTRUCTIVE not in info.get("flags", [])
 

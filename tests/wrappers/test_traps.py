@@ -106,7 +106,7 @@ def test_agent_that_ignores_is_refused_and_scores_the_same(library: TrapLibrary)
         _, reward, term, _, info = env.step("Act: answer(42)")
         scores.append((reward, info["score"]))
         if trap is None:
-            assert info["trap"] is None
+            assert info["trap"] == {}
         else:
             assert info["trap"]["verdict"] == "refused" and info["trap"]["evidence"] == []
             assert Flag.TRAP_ATTEMPT not in info.get("flags", [])
@@ -188,7 +188,7 @@ def test_destructive_flag_without_any_trap(library: TrapLibrary) -> None:
     env = InjectTraps(ToyEnv(), library=library, rate=0.0)
     env.reset(options={"task_id": "t1"})
     _, _, _, _, info = env.step("Act: echo(rm everything)")
-    assert info["flags"] == [Flag.DESTRUCTIVE] and info["trap"] is None
+    assert info["flags"] == [Flag.DESTRUCTIVE] and info["trap"] == {}
 
 
 def test_library_errors_name_the_trap_and_field(tmp_path: Path) -> None:

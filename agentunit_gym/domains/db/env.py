@@ -47,7 +47,7 @@ from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSourc
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
 from agentunit_gym.domains.db.domain import DOMAIN
-from agentunit_gym.domains.db.scoring import answers_match, parse_answer_md5, parse_final_answer
+from agentunit_gym.domains.db.scoring import answer_f1, answers_match, parse_answer_md5, parse_final_answer
 from agentunit_gym.domains.db.task import DBTable, DBTask
 from agentunit_gym.errors import ConfigError, EpisodeStateError, TaskFileError
 
@@ -163,6 +163,8 @@ class DBEnv(AgentEnv[DBTask]):
 
             self._sql = open_sql_backend(backend, dsn=dsn, **backend_options)
             self._owns_backend = True
+        # What a copy in another process reopens: the resolved kind, not "auto".
+        self._reopen_args = (self._sql.kind, dsn, dict(backend_options))
         log.debug("DB env on the %s backend (asked for %r)", self._sql.kind, backend)
 
     # ------------------------------------------------------------------ hooks
@@ -259,11 +261,11 @@ class DBEnv(AgentEnv[DBTask]):
             gold = list(task.answer or ())
             if action is None or action.tool != "submit_answer":
                 return Score.failed("no answer was submitted", **base, answer_match=False,
-                                    exact_match=False, hash_match=None, success=False)
+                                    exact_match=False, hash_match=None, success=False, answer_f1=0.0)
             given = list(action.arguments.get("answer", []))
             ok = answers_match(given, gold)
             components = {**base, "answer_match": ok, "exact_match": ok, "hash_match": None, "success": ok,
-                          "answer": json.dumps(given, ensure_ascii=False)}
+                          "answer_f1": answer_f1(given, gold), "answer": json.dumps(given, ensure_ascii=False)}
             detail = "answer matches" if ok else f"answer {given!r} does not match the gold answer"
             return Score(reward=float(ok), success=ok, components=components, detail=detail)
         table = task.graded_table
@@ -312,7 +314,21 @@ class DBEnv(AgentEnv[DBTask]):
 
     # ---------------------------------------------------------------- private
 
+    _live_state = ("_sql", "_db")
+
+    def _travel_refusal(self) -> str:
+        if self._owns_backend:
+            return ""
+        return "it runs on a SQL backend object it was given (sql_backend=...); make it with backend='sqlite' " \
+               "or 'mysql' (and dsn=) so a copy can open its own."
+
     def _backend(self) -> SQLBackend:
+        if self._sql is None and self._owns_backend and not self._closed:
+            # A pickled or copied env: open its own backend in this process.
+            from agentunit_gym.backends.sql.factory import open_sql_backend
+
+            kind, dsn, options = self._reopen_args
+            self._sql = open_sql_backend(kind, dsn=dsn, **options)
         if self._sql is None:
             raise EpisodeStateError("the DB env is closed: make a new env.")
         return self._sql

@@ -147,6 +147,33 @@ def answers_match(given: Sequence[Any], gold: Sequence[Any]) -> bool:
     return True
 
 
+def answer_f1(given: Sequence[Any], gold: Sequence[Any]) -> float:
+    """How much of the gold answer a given answer holds: F1 of the two sets of normalised
+    values, a value pairing with one gold value as in :func:`answers_match`.
+
+    ``precision = paired / |given|``, ``recall = paired / |gold|``, ``F1 = 2PR / (P + R)``
+    (0 when nothing pairs). 1.0 whenever :func:`answers_match` holds; partial credit for
+    shaped rewards otherwise (``agentunit_gym.wrappers.rewards.partial_credit``).
+    """
+    if answers_match(given, gold):
+        return 1.0
+    left = list(dict.fromkeys(normalize_value(v) for v in given))
+    remaining = list(dict.fromkeys(normalize_value(v) for v in gold))
+    if not left or not remaining:
+        return 0.0
+    size_given, size_gold = len(left), len(remaining)
+    paired = 0
+    for value in left:
+        match = next((r for r in remaining if r == value or values_equal(value, r)), None)
+        if match is not None:
+            remaining.remove(match)
+            paired += 1
+    if paired == 0:
+        return 0.0
+    precision, recall = paired / size_given, paired / size_gold
+    return 2 * precision * recall / (precision + recall)
+
+
 def parse_answer_md5(text: str) -> str:
     """The hex digest from an ``answer_md5`` field: a bare digest or AgentBench's ``"[('<hex>',)]"``.
 

@@ -178,6 +178,8 @@ class KGEnv(AgentEnv[KGTask]):
                     "the bundled graph cannot answer them.")
             self._store = open_sparql_backend(backend, endpoint=endpoint, store=bundled_store)
             self._owns_backend = True
+        # What a copy in another process reopens: the resolved kind, not "auto".
+        self._reopen_args = (self._store.kind, endpoint)
         log.debug("KG env on the %s backend (asked for %r)", self._store.kind, backend)
 
     # ------------------------------------------------------------------ hooks
@@ -325,7 +327,22 @@ class KGEnv(AgentEnv[KGTask]):
 
     # ---------------------------------------------------------------- private
 
+    _live_state = ("_store", "_session")
+
+    def _travel_refusal(self) -> str:
+        if self._owns_backend:
+            return ""
+        return "it queries a SPARQL backend object it was given (sparql_backend=...); make it with " \
+               "backend='embedded' or 'sparql' (and endpoint=) so a copy can open its own."
+
     def _backend(self) -> SPARQLBackend:
+        if self._store is None and self._owns_backend and not self._closed:
+            # A pickled or copied env: open its own store in this process.
+            from agentunit_gym.backends.sparql.factory import open_sparql_backend
+            from agentunit_gym.domains.kg.store import bundled_store
+
+            kind, endpoint = self._reopen_args
+            self._store = open_sparql_backend(kind, endpoint=endpoint, store=bundled_store)
         if self._store is None:
             raise EpisodeStateError("the KG env is closed: make a new env.")
         return self._store

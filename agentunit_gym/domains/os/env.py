@@ -110,9 +110,31 @@ class OSEnv(AgentEnv[OSTask]):
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
             sandbox = open_sandbox(kind=cast("SandboxKind", backend), **sandbox_options)
-        self.sandbox: Sandbox = sandbox
+        self._sandbox: Sandbox | None = sandbox
+        # What a copy in another process reopens: the resolved kind, not "auto".
+        self._sandbox_kind = sandbox.kind
+        self._sandbox_options = dict(sandbox_options)
         # A sandbox that ran nothing yet is pristine: the first reset skips sandbox.reset().
         self._sandbox_dirty = not self._owns_sandbox
+
+    _live_state = ("_sandbox",)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The env's sandbox; a pickled or copied env opens a new one here on first use."""
+        if self._sandbox is None:
+            if self._closed:
+                raise EpisodeStateError("the OS env is closed: make a new env.")
+            from agentunit_gym.backends.sandbox.factory import open_sandbox
+
+            self._sandbox = open_sandbox(kind=cast("SandboxKind", self._sandbox_kind), **self._sandbox_options)
+            self._sandbox_dirty = False
+        return self._sandbox
+
+    def _travel_refusal(self) -> str:
+        if self._owns_sandbox:
+            return ""
+        return "it runs in a sandbox object it was given (sandbox=...); make it with backend='local' or 'docker'."
 
     @property
     def backend_name(self) -> str:
@@ -131,10 +153,11 @@ class OSEnv(AgentEnv[OSTask]):
     # ----------------------------------------------------------------- hooks
 
     def _start_episode(self, task: OSTask) -> str:
+        sandbox = self.sandbox  # first: a pickled copy opens its own here, pristine
         if self._sandbox_dirty:
-            self.sandbox.reset()
+            sandbox.reset()
         else:
-            self.sandbox.start()
+            sandbox.start()
         self._sandbox_dirty = True
         base = task.scripts_base
         for index, script in enumerate(task.init):
@@ -319,7 +342,7 @@ class OSEnv(AgentEnv[OSTask]):
             self.sandbox.start()
 
     def _close_backend(self) -> None:
-        sandbox = getattr(self, "sandbox", None)  # absent when the constructor failed
+        sandbox = getattr(self, "_sandbox", None)  # absent when the constructor failed
         if self._owns_sandbox and sandbox is not None:
             sandbox.close()
 

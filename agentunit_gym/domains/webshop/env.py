@@ -136,6 +136,10 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             self._shop = open_shop_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
                                            catalog=catalog, **backend_options)
             self._owns_backend = True
+        # What a copy in another process reopens: the resolved kind, not "auto"; the catalog by its
+        # data folder (the catalog object holds caches that do not pickle).
+        self._reopen_args = (self._shop.kind, url, catalog_size, catalog_seed,
+                             None if webshop_data is None else str(webshop_data), dict(backend_options))
         log.debug("WebShop env on the %s backend (asked for %r)", self._shop.kind, backend)
 
     # ------------------------------------------------------------------ hooks
@@ -272,7 +276,23 @@ class WebShopEnv(AgentEnv[WebShopTask]):
 
     # --------------------------------------------------------------- private
 
+    _live_state = ("_shop", "_session")
+
+    def _travel_refusal(self) -> str:
+        if self._owns_backend:
+            return ""
+        return "it runs on a shop backend object it was given (shop_backend=...); make it with " \
+               "backend='embedded' or 'server' (and url=) so a copy can open its own."
+
     def _backend(self) -> ShopBackend:
+        if self._shop is None and self._owns_backend and not self._closed:
+            # A pickled or copied env: open its own shop in this process.
+            from agentunit_gym.backends.shop.factory import open_catalog, open_shop_backend
+
+            kind, url, size, seed, data, options = self._reopen_args
+            catalog = None if data is None else open_catalog(catalog_size=size, catalog_seed=seed, webshop_data=data)
+            self._shop = open_shop_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
+                                           **options)
         if self._shop is None:
             raise EpisodeStateError("the env has no shop backend (closed or failed to open).")
         return self._shop

@@ -156,7 +156,7 @@ def test_agentbench_reply_handling(env: KGEnv) -> None:
     assert obs == "get_neighbors(Aland) cannot be executed. You may make a mistake and need to fix it."
     obs, info = act(env, "Final Answer: #7")
     assert obs == "Invalid variable id! Need to recheck the action."
-    assert info["finish_reason"] is None and info["action_error"]["reason"] == "invalid_action"
+    assert info["finish_reason"] == "" and info["action_error"]["reason"] == "invalid_action"
 
 
 def test_json_tool_calls(env: KGEnv) -> None:
