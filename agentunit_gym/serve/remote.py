@@ -30,8 +30,8 @@ from typing import Any
 import gymnasium as gym
 
 from agentunit_gym import errors
-from agentunit_gym.core.env import StepTiming
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import StepTiming
 from agentunit_gym.core.spaces import UnicodeText
 from agentunit_gym.errors import (
     AgentUnitError,

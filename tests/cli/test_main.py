@@ -27,4 +27,5 @@ def test_every_listed_command_has_a_module_and_appears_in_help() -> None:
         probe = argparse.ArgumentParser().add_subparsers()
         module.register(probe)
         brought |= set(probe.choices)
-    assert set(sub.choices) == {"tasks", "images", "cleanup", "eval", "judge", "compare", "export", "mcp", "serve"} | brought
+    commands = {"tasks", "images", "cleanup", "eval", "judge", "compare", "export", "mcp", "serve"}
+    assert set(sub.choices) == commands | brought
