@@ -19,20 +19,31 @@ from agentunit_gym.eval.records import read_records
 from tests.cli.clitools import cli
 
 SLOW = """\
+import os
 import time
 
 from agentunit_gym.eval.agents import OracleAgent
 
+# From this episode on, each reply takes seconds: an interrupt sent once the first episodes are
+# recorded then lands mid-run however late a loaded machine lets the test notice them.
+SLOW_FROM = int(os.environ.get("SLOW_FROM_EPISODE", "0"))
+
 
 class Agent(OracleAgent):
+    episodes = 0
+
+    def reset(self, info):
+        self.episodes += 1
+        return super().reset(info)
+
     def act(self, observation, info):
-        time.sleep(0.2)
+        time.sleep(1.0 if SLOW_FROM and self.episodes >= SLOW_FROM else 0.2)
         return super().act(observation, info)
 """
 
 
-def popen(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def popen(*args: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | (extra_env or {})
     return subprocess.Popen([sys.executable, "-m", "agentunit_gym", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -87,7 +98,8 @@ def test_an_interrupt_prints_the_exact_resume_command(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(SLOW)
     out = tmp_path / "run dir"
     proc = popen("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "10", "--concurrency", "1", "--quiet",
-                 "--agent", "./slow.py:Agent", "--output", str(out), cwd=tmp_path)
+                 "--agent", "./slow.py:Agent", "--output", str(out), cwd=tmp_path,
+                 extra_env={"SLOW_FROM_EPISODE": "3"})
     episodes = out / "episodes.jsonl"
     deadline = time.monotonic() + 60
     while not (episodes.exists() and episodes.read_text().count("\n") >= 2):
