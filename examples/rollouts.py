@@ -14,10 +14,10 @@ Run it::
     python examples/rollouts.py --env DB-v0 --base-url http://localhost:8000/v1 --model my-model --output r.jsonl
 
 Copies whose episode ended are reset (``reset_mask``) with the next seed of the run, so each
-row's ``seed`` replays its episode. The loop reads only the info keys it needs, through
-:class:`TrajectoryInfo`: the env's full ``info`` is not batched (today ``info["action"]`` is a
-dict on a valid reply and None on an invalid one, which gymnasium's vector info batching
-cannot merge when an invalid reply comes first).
+row's ``seed`` replays its episode. The env's ``info`` batches as it is (every key on every
+step with one type), but a policy wants each copy's ``info`` as one dict, not one array per
+key: :class:`TrajectoryInfo` keeps it whole in ``full_info`` (read through
+``VectorEnv.get_attr``) and hands the vector env the few strings the loop reads.
 """
 
 from __future__ import annotations
