@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
                     "or idles past --idle-timeout; at most --max-sessions at once (one more gets 503). Loopback "
                     "only unless --token is given. Play a session with gym.make('AgentUnit/Remote-v0', url=...) "
                     "or OpenEnv's own client (docs/serving.md).")
-    p.add_argument("--env", required=True, help="the env id (DB-v0 or AgentUnit/DB-v0)")
+    p.add_argument("--env", required=True, help="a registered env id (the short form, without the namespace, works)")
     p.add_argument("--backend", default=None, help="the env's backend (default: the env's own default)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 takes a free one)")

@@ -1,8 +1,8 @@
 """Turn an env's ``info`` (or any value) into JSON-safe data, generically.
 
-The server sends ``info`` over the wire without knowing its keys, so a new key, a key that
-changes type (``info["action"]`` is None after an invalid reply and a dict after a valid
-one) or a new value type does not break it. Conversions:
+The server sends ``info`` over the wire without knowing its keys, so a new key, a key whose
+type differs between steps (the envs' own keys keep one type; a wrapper's need not) or a new
+value type does not break it. Conversions:
 
 | value | becomes |
 |---|---|

@@ -225,7 +225,7 @@ class ServedEpisode:
                 return ToolOutcome(f"The environment failed while running this call ({failure}). The episode is "
                                    "over, without a score: open a new session to play another.",
                                    is_error=True, ended=True, result=dict(result))
-            invalid = isinstance(info.get("action_error"), dict)
+            invalid = bool(info.get("action_error"))  # {} when the reply parsed (info keys keep one type)
             if not (terminated or truncated):
                 return ToolOutcome(observation, is_error=invalid)
             result = self._finish(info, status="done")
