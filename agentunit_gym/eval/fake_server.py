@@ -1,9 +1,10 @@
 """A fake OpenAI-compatible chat server on loopback, for tests and benchmarks without a model.
 
 Real HTTP (``http.server`` in a thread), the ``/v1/chat/completions`` shape (also streamed as
-server-sent events when the request asks ``stream: true``), ``usage`` in every answer, an optional delay per request (to simulate model latency), scripted
-failures (status codes to return first) to exercise retries, and a context window that
-runs out after a number of answers (OpenAI's 400 ``context_length_exceeded``)::
+server-sent events when the request asks ``stream: true``), ``usage`` in every answer, an
+optional delay per request (to simulate model latency), scripted failures (status codes to
+return first) to exercise retries, and a context window that runs out after a number of
+answers (OpenAI's 400 ``context_length_exceeded``)::
 
     def reply(body):  # the request body -> the assistant message
         return {"role": "assistant", "content": "Act: answer(42)"}

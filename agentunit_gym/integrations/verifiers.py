@@ -43,7 +43,7 @@ from typing import Any
 import gymnasium as gym
 from pydantic import Field
 
-from agentunit_gym.core.chat import ChatTranscript
+from agentunit_gym.core.chat import ChatStyle, ChatTranscript
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.registry import env_ids, full_env_id, register_envs
 from agentunit_gym.errors import ConfigError, MissingDependencyError
@@ -63,7 +63,7 @@ TASKSET_ID = "agentunit-gym-verifiers"
 REWARD_NAME = "agentunit_score"
 """The reward verifiers records: the env's terminal reward."""
 
-STYLE = "react"
+STYLE: ChatStyle = "react"
 """The conversation style: the harness sends plain text replies, which the env parses."""
 
 
@@ -77,7 +77,8 @@ class AgentUnitTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]  # verifie
     backend: str | None = None
     """The env's backend; None for the domain's embedded default."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Other keyword arguments of ``gym.make`` (``tasks``, ``max_steps``, ``invalid_action`` ...)."""
+    """Other keyword arguments of ``gym.make`` (``tasks`` as file paths, ``max_steps``, ``invalid_action`` ...):
+    plain data, since verifiers dumps and re-validates its configs (and sends them to env servers)."""
     examples: bool = True
     """Put the domain's worked example in the prompt, as the built-in agent does."""
 
@@ -205,7 +206,8 @@ def load_environment(env_id: str, split: str | None = None, *, backend: str | No
         examples: put the domain's worked example in the prompt.
         player: verifiers ``AgentConfig`` fields of the one role (``max_turns``, ``runtime``,
             ``model``, ``client`` ...); default: a local subprocess runtime.
-        **env_kwargs: other keyword arguments of ``gym.make`` (``tasks``, ``max_steps`` ...).
+        **env_kwargs: other keyword arguments of ``gym.make`` (``tasks`` as file paths, ``max_steps`` ...):
+            plain data (verifiers dumps its configs).
 
     Returns:
         An :class:`AgentUnitEnv`; ``env.taskset`` iterates its tasks. Run it with verifiers
