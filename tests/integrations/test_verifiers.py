@@ -35,8 +35,8 @@ ENV_ID, BACKEND = "AgentUnit/DB-v0", "sqlite"
 ROLLOUT_DEADLINE_S = 240
 
 
-def _task_and_replies() -> tuple[Any, list[str]]:
-    env = gym.make(ENV_ID, backend=BACKEND)
+def _task_and_replies(env_id: str = ENV_ID, backend: str = BACKEND) -> tuple[Any, list[str]]:
+    env = gym.make(env_id, backend=backend)
     try:
         base: Any = env.unwrapped
         task = next(t for t in base.tasks if not any(s.from_output for s in t.reference_solution))
@@ -107,12 +107,14 @@ def test_unknown_env_id_is_a_config_error() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="verifiers' chat harness is a uv script: needs uv on PATH")
-@pytest.mark.parametrize("correct", [True, False], ids=["oracle", "wrong-answer"])
-def test_a_rollout_with_a_fake_model_is_scored_by_the_env(correct: bool) -> None:
-    reference, replies = _task_and_replies()
+@pytest.mark.parametrize(("env_id", "backend", "correct"), [(ENV_ID, BACKEND, True), (ENV_ID, BACKEND, False),
+                                                            ("AgentUnit/KG-v0", "embedded", True)],
+                         ids=["db-oracle", "db-wrong-answer", "kg-oracle"])
+def test_a_rollout_with_a_fake_model_is_scored_by_the_env(env_id: str, backend: str, correct: bool) -> None:
+    reference, replies = _task_and_replies(env_id, backend)
     if not correct:
         replies = [*replies[:-1], 'Action: Answer\nFinal Answer: ["certainly not this"]']
-    env = load_environment(ENV_ID, backend=BACKEND, player={"max_turns": 10})
+    env = load_environment(env_id, backend=backend, player={"max_turns": 10})
     task = next(t for t in env.taskset if t.data.id == reference.id)
     episode, server = _rollout(env, task, replies)
     assert episode.errors == [] and len(episode.traces) == 1
