@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -52,6 +53,7 @@ from agentunit_gym.wrappers.info import agent_env
 
 try:
     import verifiers.v1 as vf
+    from verifiers.v1.configs.env import TimeoutConfig
     from verifiers.v1.harnesses.null import NullHarness
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise MissingDependencyError(str(exc.name or "verifiers"), INTEGRATIONS_EXTRA,
@@ -62,6 +64,10 @@ TASKSET_ID = "agentunit-gym-verifiers"
 
 REWARD_NAME = "agentunit_score"
 """The reward verifiers records: the env's terminal reward."""
+
+EPISODE_DEADLINE_S = 1800.0
+"""Default deadline of one episode (verifiers' ``--env.timeout.episode``): a model that never
+answers ends the episode with a timeout instead of holding a rollout slot forever."""
 
 STYLE: ChatStyle = "react"
 """The conversation style: the harness sends plain text replies, which the env parses."""
@@ -149,36 +155,45 @@ class AgentUnitHarness(NullHarness):  # type: ignore[misc]
 
 
 class AgentUnitEnvConfig(vf.EnvConfig):  # type: ignore[misc]
-    """The env's one role, ``player`` (``--env.player.*``): runs locally by default."""
+    """The env's one role, ``player`` (``--env.player.*``): runs locally by default; an episode
+    deadline of :data:`EPISODE_DEADLINE_S` unless ``timeout`` says otherwise."""
 
     player: vf.AgentConfig = vf.AgentConfig(runtime=vf.SubprocessConfig())
+    timeout: TimeoutConfig = TimeoutConfig(episode=EPISODE_DEADLINE_S)
 
 
 class AgentUnitEnv(vf.Env[AgentUnitEnvConfig]):  # type: ignore[misc]
     """One AgentUnit episode per verifiers episode; the reward is the env's score (module docstring)."""
 
     async def run(self, task: AgentUnitTask, agents: Any) -> None:
-        env = await asyncio.to_thread(make_agentunit_env, self.taskset.config)
-        try:
-            await asyncio.to_thread(env.reset, options={"task_id": task.data.info["task_id"]})
-            info: dict[str, Any] = {}
-            steps = 0
-            async with agents.player.interaction(task) as interaction:
-                segment = await interaction.turn()
-                while not segment.terminated:
-                    observation, _, terminated, truncated, info = await asyncio.to_thread(
-                        env.step, segment.last_reply)
-                    steps += 1
-                    if terminated or truncated:
-                        break
-                    segment = await interaction.turn(str(observation))
-            if "score" not in info:
-                # The agent's run ended first (its max_turns, the harness): the env's turn limit in effect.
-                info = agent_env(env).end_episode(FinishReason.TASK_LIMIT,
-                                                  detail="the agent's run ended before the episode did")
-            record_score(interaction.trace, info, steps)
-        finally:
-            await asyncio.to_thread(env.close)
+        # One thread per episode runs every call on its env: the env is made, stepped and
+        # closed on the same thread, and the event loop stays free for other episodes.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentunit-episode") as thread:
+            loop = asyncio.get_running_loop()
+
+            def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+                return loop.run_in_executor(thread, lambda: fn(*args, **kwargs))
+
+            env = await call(make_agentunit_env, self.taskset.config)
+            try:
+                await call(env.reset, options={"task_id": task.data.info["task_id"]})
+                info: dict[str, Any] = {}
+                steps = 0
+                async with agents.player.interaction(task) as interaction:
+                    segment = await interaction.turn()
+                    while not segment.terminated:
+                        observation, _, terminated, truncated, info = await call(env.step, segment.last_reply)
+                        steps += 1
+                        if terminated or truncated:
+                            break
+                        segment = await interaction.turn(str(observation))
+                if "score" not in info:
+                    # The agent's run ended first (its max_turns, the harness): the env's turn limit in effect.
+                    info = await call(agent_env(env).end_episode, FinishReason.TASK_LIMIT,
+                                      detail="the agent's run ended before the episode did")
+                record_score(interaction.trace, info, steps)
+            finally:
+                await call(env.close)
 
 
 def record_score(trace: Any, info: Mapping[str, Any], steps: int) -> None:

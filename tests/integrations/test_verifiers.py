@@ -130,3 +130,17 @@ def test_a_rollout_with_a_fake_model_is_scored_by_the_env(env_id: str, backend: 
     second = server.requests[1]["messages"]
     assert second[-2] == {"role": "assistant", "content": replies[0]} or second[-2]["content"] == replies[0]
     assert second[-1]["role"] == "user" and second[-1]["content"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="verifiers' chat harness is a uv script: needs uv on PATH")
+def test_an_agent_run_that_ends_first_ends_the_episode_as_task_limit() -> None:
+    reference, replies = _task_and_replies()
+    assert len(replies) >= 2
+    env = load_environment(ENV_ID, backend=BACKEND, player={"max_turns": 1})  # one model turn, no commit
+    task = next(t for t in env.taskset if t.data.id == reference.id)
+    episode, server = _rollout(env, task, replies)
+    trace = episode.traces[0]
+    assert len(server.requests) == 1 and trace.metrics["steps"] == 1.0
+    assert trace.reward == 0.0 and trace.info["agentunit"]["finish_reason"] == "task_limit"
+    assert env.config.timeout.episode == verifiers_adapter.EPISODE_DEADLINE_S
