@@ -1,15 +1,15 @@
 """AgentUnit envs through verifiers' own API: load the env, run rollouts against a fake model.
 
 The rollout runs verifiers' real machinery: its chat harness program (a uv script verifiers
-prepares in a local subprocess runtime, so ``uv`` must be on PATH and the script's packages
-reachable or cached), its interception server, and the fake OpenAI-compatible server of
-``agentunit_gym.eval.fake_server`` as the model, replying with the oracle's replies.
+prepares in a local subprocess runtime: it installs uv when missing, and the first run fetches
+the script's packages from PyPI into uv's cache), its interception server, and the fake
+OpenAI-compatible server of ``agentunit_gym.eval.fake_server`` as the model, replying with
+the oracle's replies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 from typing import Any
 
 import gymnasium as gym
@@ -106,7 +106,6 @@ def test_unknown_env_id_is_a_config_error() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("uv") is None, reason="verifiers' chat harness is a uv script: needs uv on PATH")
 @pytest.mark.parametrize(("env_id", "backend", "correct"), [(ENV_ID, BACKEND, True), (ENV_ID, BACKEND, False),
                                                             ("AgentUnit/KG-v0", "embedded", True)],
                          ids=["db-oracle", "db-wrong-answer", "kg-oracle"])
@@ -133,7 +132,6 @@ def test_a_rollout_with_a_fake_model_is_scored_by_the_env(env_id: str, backend: 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("uv") is None, reason="verifiers' chat harness is a uv script: needs uv on PATH")
 def test_an_agent_run_that_ends_first_ends_the_episode_as_task_limit() -> None:
     reference, replies = _task_and_replies()
     assert len(replies) >= 2
