@@ -1,9 +1,10 @@
 """A fake OpenAI-compatible chat server on loopback, for tests and benchmarks without a model.
 
-Real HTTP (``http.server`` in a thread), the ``/v1/chat/completions`` shape, ``usage`` in
-every answer, an optional delay per request (to simulate model latency), scripted
-failures (status codes to return first) to exercise retries, and a context window that
-runs out after a number of answers (OpenAI's 400 ``context_length_exceeded``)::
+Real HTTP (``http.server`` in a thread), the ``/v1/chat/completions`` shape (also streamed as
+server-sent events when the request asks ``stream: true``), ``usage`` in every answer, an
+optional delay per request (to simulate model latency), scripted failures (status codes to
+return first) to exercise retries, and a context window that runs out after a number of
+answers (OpenAI's 400 ``context_length_exceeded``)::
 
     def reply(body):  # the request body -> the assistant message
         return {"role": "assistant", "content": "Act: answer(42)"}
@@ -125,14 +126,35 @@ class FakeChatServer:
                 usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                          "total_tokens": prompt_tokens + completion_tokens,
                          "completion_tokens_details": {"reasoning_tokens": 0}}
+                if body.get("stream"):
+                    self._stream(body, message, usage)
+                    return
                 self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model"),
                                  "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                                  "usage": usage})
 
+            def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any]) -> None:
+                # OpenAI's server-sent events: the whole message as one delta, then the finish
+                # reason, then (stream_options.include_usage) the usage, then [DONE].
+                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": body.get("model")}
+                delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+                if message.get("tool_calls"):
+                    delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                events = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                          {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    events.append({**base, "choices": [], "usage": usage})
+                data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+                self._send_raw(200, data.encode(), "text/event-stream")
+
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send_raw(self, status: int, data: bytes, content_type: str,
+                          headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
