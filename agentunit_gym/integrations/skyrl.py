@@ -247,14 +247,16 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
 
 def _metadata(info: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON-friendly part of a step's ``info`` that SkyRL keeps."""
+    # The env's "none" is an empty value (every info key keeps one type for vector envs); SkyRL
+    # gets None for it.
     reason = info.get("finish_reason")
     error = info.get("action_error")
     metadata: dict[str, Any] = {
         "step": info.get("step"),
-        "finish_reason": getattr(reason, "value", reason),
-        "action_error": error.get("issue") if isinstance(error, Mapping) else None,
+        "finish_reason": getattr(reason, "value", reason) or None,
+        "action_error": (error.get("issue") or None) if isinstance(error, Mapping) and error else None,
     }
-    if "score" in info:
+    if info.get("score"):
         metadata["score"] = copy.deepcopy(info["score"])
     return metadata
 

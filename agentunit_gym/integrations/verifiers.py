@@ -187,7 +187,7 @@ class AgentUnitEnv(vf.Env[AgentUnitEnvConfig]):  # type: ignore[misc]
                         if terminated or truncated:
                             break
                         segment = await interaction.turn(str(observation))
-                if "score" not in info:
+                if not info.get("score"):  # {} until the episode ends (info keys keep one type)
                     # The agent's run ended first (its max_turns, the harness): the env's turn limit in effect.
                     info = await call(agent_env(env).end_episode, FinishReason.TASK_LIMIT,
                                       detail="the agent's run ended before the episode did")
@@ -206,7 +206,7 @@ def record_score(trace: Any, info: Mapping[str, Any], steps: int) -> None:
         if isinstance(value, (bool, int, float)):
             trace.record_metric(f"score/{name}", float(value))
     reason = info.get("finish_reason")
-    trace.info["agentunit"] = {"finish_reason": getattr(reason, "value", reason), "score": score}
+    trace.info["agentunit"] = {"finish_reason": getattr(reason, "value", reason) or None, "score": score}
 
 
 def load_environment(env_id: str, split: str | None = None, *, backend: str | None = None,
