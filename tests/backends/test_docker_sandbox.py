@@ -234,8 +234,9 @@ def test_fork_bomb_is_contained_and_the_next_reset_is_clean(client: Any) -> None
         name = sandbox.container_name
         sandbox.reset()
         assert sandbox.container_name == name and sandbox.recreated == 0  # restored in place
-        procs = sandbox.shell("ps -e -o comm= | sort | tr '\\n' ' '").output
-        assert procs.split() == sorted(["bash", "ps", "sort", "tr"])  # the agent's own pid namespace
+        # ps alone, then sorted: a pipeline member caught between fork and exec would show as "bash".
+        procs = sandbox.shell("procs=$(ps -e -o comm=); printf '%s\\n' \"$procs\" | sort").output
+        assert procs.split() == ["bash", "ps"]  # the agent's own pid namespace
         after = client.api.stats(sandbox.container_name, stream=False, one_shot=True)["pids_stats"]
         assert after["current"] == 3  # docker-init, the supervisor, the new shell
 
@@ -369,9 +370,9 @@ def test_200_episodes_leave_nothing_behind(tmp_path: Path, monkeypatch: pytest.M
                 sandbox.reset()
                 result = sandbox.shell(f"sleep 1000 & echo episode {episode}; touch /tmp/e{episode}")
                 assert result.ok and f"episode {episode}" in result.output
-            inside = sandbox.shell("ps -e -o comm= | sort | tr '\\n' ' '; ls /tmp").output.split()
+            inside = sandbox.shell("procs=$(ps -e -o comm=); printf '%s\\n' \"$procs\" | sort; ls /tmp")
             # Only the last episode's background sleep and file: the 199 before were cleared.
-            assert inside == sorted(["bash", "ps", "sleep", "sort", "tr"]) + ["e199"]
+            assert inside.output.split() == ["bash", "ps", "sleep", "e199"]
             assert sandbox.recreated == 0
             assert len(_containers_of(client, sandbox)) == 1
         assert not _containers_of(client, sandbox)
@@ -384,7 +385,9 @@ def test_200_episodes_leave_nothing_behind(tmp_path: Path, monkeypatch: pytest.M
 
 
 # No timestamps anywhere: a pristine sandbox made in one minute and a reset one in the next
-# must still compare equal (`ls -la /dev` did not, at minute boundaries).
+# must still compare equal (`ls -la /dev` did not, at minute boundaries). `ps` runs alone
+# before its output is sorted: piped into `sort`, it could catch sort between fork and exec,
+# named "bash", and two equal sandboxes differed on a loaded machine.
 FINGERPRINT = r"""
 cd /
 find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/au \) -prune -o \
@@ -392,7 +395,7 @@ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/au \) -pru
 find /etc /root /home /opt /usr/local /var -xdev -type f -exec cat {} + 2>/dev/null | sha256sum | cut -c1-16
 find /dev /dev/shm -maxdepth 1 -printf '%p %y %m %U %G\n' | sort | sha256sum | cut -c1-16
 getent passwd | sha256sum | cut -c1-16
-ps -e -o user=,comm= | sort
+procs=$(ps -e -o user=,comm=); printf '%s\n' "$procs" | sort; unset procs
 env | grep -v -e '^_=' -e '^SHLVL=' | sort
 pwd; jobs; alias; declare -F | wc -l; umask
 """
