@@ -697,3 +697,22 @@ def _processes_of(uid: int) -> int:
         except OSError:
             continue
     return count
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_the_agents_ctrl_c_works_when_the_caller_ignores_sigint(mechanism: str) -> None:
+    """A caller started with SIGINT ignored (``nohup``, a background job of a script) used to pass
+    that on to the box: a nested shell's busy loop could not be interrupted at its timeout,
+    and the shell was killed instead of kept."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with LocalSandbox(isolation=mechanism) as sandbox:
+            sandbox.start()
+            assert sandbox.shell("grep '^SigIgn' /proc/self/status").output.split()[1] == "0" * 16
+            assert sandbox.shell("sh", timeout=10).exit_code == 0
+            sandbox.shell("INNER=1")
+            result = sandbox.shell("while :; do :; done", timeout=1.0)
+            assert result.timed_out
+            assert sandbox.shell('echo "$0 $INNER"').output == "sh 1\n"  # the nested shell was kept
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,3 +18,10 @@ def cli(*args: str, cwd: Path, timeout: float = 180.0, env: dict[str, str] | Non
     environment.pop("PYTHONPATH", None)  # the user's shell has none: imports from cwd must work without it
     return subprocess.run([sys.executable, "-m", "agentunit_gym", *args], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child the test will send Ctrl-C: SIGINT at its default, however this
+    test process was started (a background job of a script inherits it ignored, and so would
+    the child, which then ignores the Ctrl-C as a ``nohup``'d program rightly does)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

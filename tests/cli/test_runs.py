@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentunit_gym.eval.records import read_records
-from tests.cli.clitools import cli
+from tests.cli.clitools import cli, default_sigint
 
 SLOW = """\
 import os
@@ -45,7 +45,7 @@ class Agent(OracleAgent):
 def popen(*args: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | (extra_env or {})
     return subprocess.Popen([sys.executable, "-m", "agentunit_gym", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
 
 
 def test_two_evals_started_together_get_their_own_folders(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("openenv")
 
 import agentunit_gym  # noqa: E402,F401
-from tests.cli.clitools import cli  # noqa: E402
+from tests.cli.clitools import cli, default_sigint  # noqa: E402
 from tests.serve.helpers import http  # noqa: E402
 
 
@@ -26,7 +26,8 @@ def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None
     env.pop("PYTHONPATH", None)
     proc = subprocess.Popen([sys.executable, "-m", "agentunit_gym", "serve", "--env", "DB-v0", "--backend", "sqlite",
                              "--port", "0", "--max-sessions", "2", "--warm", "0"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
     try:

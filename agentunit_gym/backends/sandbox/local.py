@@ -849,6 +849,26 @@ class _PidsCgroup:
                 time.sleep(0.01)
 
 
+_RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+"""Signals a shell started in the background inherits ignored (``nohup``, ``cmd &`` without job control)."""
+
+
+def _default_signals_argv() -> list[str]:
+    """``env --default-signal=INT,QUIT`` when this process ignores either, else nothing.
+
+    The box's processes inherit our signal dispositions, and one that starts with SIGINT
+    ignored cannot take it back: the agent's Ctrl-C (a nested shell's busy loop ended by the
+    timeout, ``trap`` in its scripts) would then do nothing, unlike in a container, whose
+    processes start from dockerd's defaults. Checked per process (a caller may change its
+    handlers); the wrapper costs one exec, paid only when something is ignored."""
+    if all(signal.getsignal(number) is not signal.SIG_IGN for number in _RESET_SIGNALS):
+        return []
+    return [_ENV_PROGRAM, "--default-signal=INT,QUIT"]
+
+
+_ENV_PROGRAM = shutil.which("env") or "/usr/bin/env"
+
+
 class LocalSandbox(Sandbox):
     """A sandbox made of Linux namespaces on this machine (no daemon).
 
@@ -1385,6 +1405,7 @@ class LocalSandbox(Sandbox):
                 new_session = False  # setsid makes the session (a group leader would have it fork)
             if in_sandbox and self._prlimit is not None:
                 argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
+        argv = [*_default_signals_argv(), *argv]
         try:
             return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=self._env,
                                     start_new_session=new_session, close_fds=True, pass_fds=pass_fds)
