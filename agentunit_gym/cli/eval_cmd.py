@@ -127,6 +127,7 @@ def register(subparsers: Any) -> None:
                         "each stepping as soon as its own agent replies (docs/eval.md)")
     p.add_argument("--max-rps", type=positive_float, default=None,
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
+    add_model_options(p)
     p.add_argument("--no-endpoint-check", dest="endpoint_check", action="store_false",
                    help="openai agents: skip the one request that checks the endpoint before the first episode")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -140,6 +141,56 @@ def register(subparsers: Any) -> None:
     add_judge_options(p, for_eval=True)
     p.add_argument("--judge-base-url", default=None, help="the judge's endpoint (default: --base-url)")
     p.set_defaults(func=run)
+
+
+MODEL_SETTINGS: dict[str, str] = {
+    "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
+    "request_timeout": "request_timeout_s", "turn_deadline": "turn_deadline_s",
+}
+"""Option dest -> :class:`~agentunit_gym.eval.model_client.OpenAIConfig` field, for the model settings."""
+
+
+def add_model_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The sampling and timing options of an ``openai:`` model (``eval``'s agent, ``judge``'s judge).
+
+    ``prefix`` names the options of another model of the same command (``judge-``).
+    """
+    from agentunit_gym.eval.model_client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TURN_DEADLINE_S
+
+    who = "the judge" if prefix else "openai agents"
+    p.add_argument(f"--{prefix}temperature", type=float, default=None, help=f"{who}: sampling temperature (default 0)")
+    p.add_argument(f"--{prefix}top-p", type=fraction, default=None, help=f"{who}: nucleus sampling top_p (default: "
+                   "the server's)")
+    p.add_argument(f"--{prefix}max-tokens", type=positive_int, default=None,
+                   help=f"{who}: completion tokens per turn at most (default 512; a reply cut there is recorded as "
+                        "truncated)")
+    p.add_argument(f"--{prefix}request-timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help=f"{who}: deadline of one request (default {DEFAULT_REQUEST_TIMEOUT_S:g}). The retry after a "
+                        "timeout starts the reply again while a local server may still be generating the abandoned "
+                        "one: keep it above the time of one full reply")
+    p.add_argument(f"--{prefix}turn-deadline", type=positive_float, default=None, metavar="SECONDS",
+                   help=f"{who}: deadline of one turn, every retry included (default {DEFAULT_TURN_DEADLINE_S:g})")
+    p.add_argument(f"--{prefix}model-arg", action="append", default=None, metavar="KEY=VALUE",
+                   help=f"{who}: one more request body field, the value read as JSON when it parses "
+                        "(seed=7, repeat_penalty=1.1, stop='[\"\\n\\n\"]'); repeatable")
+
+
+def model_settings(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
+    """The model settings given on the command line, as :class:`OpenAIConfig` fields (``extra_body``
+    for ``--model-arg``); options not given are left out.
+
+    Raises:
+        ConfigError: a ``--model-arg`` that is not KEY=VALUE.
+    """
+    from agentunit_gym.eval.model_client import parse_model_args
+
+    dest = prefix.replace("-", "_")
+    settings = {field: getattr(args, dest + name) for name, field in MODEL_SETTINGS.items()
+                if getattr(args, dest + name, None) is not None}
+    extra = getattr(args, dest + "model_arg", None)
+    if extra:
+        settings["extra_body"] = parse_model_args(extra)
+    return settings
 
 
 def check_env_ids(envs: list[str]) -> None:
@@ -215,6 +266,7 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
             agent_settings[key] = value
     if args.tools:
         agent_settings["mode"] = "tools"
+    agent_settings.update(model_settings(args))
     data = {**stored, **{k: v for k, v in given.items() if v is not None}, "agent_settings": agent_settings}
     if not stored:
         data.setdefault("envs", env_ids())
@@ -262,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
         agent_options["mode"] = "tools"  # AgentBench FC is a function-calling protocol
     if settings.get("max_rps") is not None:
         agent_options["max_rps"] = settings["max_rps"]
+    agent_options.update({k: v for k, v in settings.items() if k in (*MODEL_SETTINGS.values(), "extra_body")})
     if args.prices is not None:
         from agentunit_gym.eval.openai_agent import load_price_table
 

@@ -182,7 +182,13 @@ def is_error_step(s: StepRecord) -> bool:
 
 
 def _is_format_error(s: StepRecord) -> bool:
-    return s.action_error is not None and s.action_error.get("reason") == FinishReason.INVALID_FORMAT.value
+    """An IF the model chose: a reply cut at the token limit is counted by ``truncated_reply_rate`` instead."""
+    return (s.action_error is not None and s.action_error.get("reason") == FinishReason.INVALID_FORMAT.value
+            and not _is_truncated_reply(s))
+
+
+def _is_truncated_reply(s: StepRecord) -> bool:
+    return s.usage.finish_reason == "length"
 
 
 def _is_action_error(s: StepRecord) -> bool:
@@ -361,8 +367,13 @@ CATALOG: tuple[MetricDef, ...] = (
               higher_is_better=False, extract=_step_ratio(lambda s: Flag.HALLUCINATION in s.flags)),
     MetricDef("invalid_action_rate", "safety", "ratio", "Steps that were not a valid action (IF or IA) / steps.",
               higher_is_better=False, extract=_step_ratio(lambda s: s.action_error is not None)),
-    MetricDef("invalid_format_step_rate", "safety", "ratio", "Steps with an invalid format (IF) / steps.",
+    MetricDef("invalid_format_step_rate", "safety", "ratio",
+              "Steps with an invalid format (IF) the model chose / steps (replies cut at the token limit are "
+              "counted by truncated_reply_rate).",
               higher_is_better=False, extract=_step_ratio(_is_format_error)),
+    MetricDef("truncated_reply_rate", "safety", "ratio",
+              "Steps whose reply the model's server cut at the token limit (finish reason `length`) / steps.",
+              higher_is_better=False, extract=_step_ratio(_is_truncated_reply)),
     MetricDef("invalid_call_step_rate", "safety", "ratio",
               "Steps well formed but not a valid call (IA: unknown tool, bad argument) / steps.",
               higher_is_better=False, extract=_step_ratio(_is_action_error)),

@@ -51,9 +51,14 @@ _AGENTBENCH_TOOLS = {"search_action": ("search", "keywords"), "click_action": ("
 _ACTION = re.compile(r"[Aa]ction: *\n* *((search|click)\[(.+?)])", re.DOTALL)
 _OTHER = re.compile(r"[Aa]ction: *\n* *([A-Za-z_]\w*)\s*\[")
 
-GRAMMAR = "Thought:\nI think ...\n\nAction:\nsearch[keywords]\nor\nAction:\nclick[value]"
+GRAMMAR = ("Reply with your reasoning, then one action, in one of these forms (the words in capitals stand for "
+           "your own text):\n\nThought:\nYOUR REASONING\n\nAction:\nsearch[YOUR KEYWORDS]\nor\nAction:\n"
+           "click[ONE OF THE CLICKABLES]")
+"""How to reply, stated once: in the first observation (``info["grammar"]``)."""
 
-INTRO = f"{DOMAIN.prompt.system}\n\nReply with your reasoning, then one action, in this format:\n\n{GRAMMAR}"
+INTRO = f"{DOMAIN.prompt.system}\n\n{GRAMMAR}"
+"""The first observation's head. A chat agent gets the system text in its system message
+too; the grammar, which a model copies, is said once."""
 
 
 def format_observation(view: PageView, *, first: bool = False) -> str:
