@@ -543,5 +543,5 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "Completion", "ModelAPIError", "ModelClient", "OpenAIConfig", "context_limit_message",
-           "load_price_table", "parse_model_args"]
+__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "Completion", "ModelAPIError",
+           "ModelClient", "OpenAIConfig", "context_limit_message", "load_price_table", "parse_model_args"]

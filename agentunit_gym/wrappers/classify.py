@@ -102,7 +102,7 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
             reply_class = str(error.get("reason") or FinishReason.INVALID_FORMAT.value)
             if is_truncated_reply(action):
                 error = {**error, TRUNCATED_REPLY: True}
-                if self.hints and not error.get("hint"):
+                if self.hints:  # the cut is the news, whatever the env's parser made of the remains
                     error["hint"] = TRUNCATED_REPLY_HINT
                     observation = f"{observation} {TRUNCATED_REPLY_HINT}"
                 info["action_error"] = error
