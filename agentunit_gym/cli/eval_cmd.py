@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentunit_gym.core import registry
-from agentunit_gym.errors import ConfigError
+from agentunit_gym.errors import EXIT_ENDPOINT_DOWN, ConfigError, EndpointDownError
 from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, PROTOCOLS
 from agentunit_gym.tasks.splits import SPLITS
 
@@ -367,7 +367,7 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
         except RunStopped as exc:
             print(f"agentunit-gym: error: {exc} Once it is fixed, continue with: {resume_command(run_dir)}",
                   file=sys.stderr)
-            return 1
+            return EXIT_ENDPOINT_DOWN if isinstance(exc, EndpointDownError) else 1
     from agentunit_gym.cli.judge_cmd import judge_config, judge_with_progress, print_judge_summary
 
     summary = result.summary
@@ -389,6 +389,10 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
         print(f"agentunit-gym: error: nothing ran: every task of this run was left out ({len(left_out)}); "
               f"first reason: {left_out[0].reason}", file=sys.stderr)
         return 1
+    lost = [r for r in records if r.status == "endpoint_error"]
+    if lost:
+        err.print(f"{len(lost)} episode(s) cut short by the model endpoint (endpoint_error) are left out of the "
+                  f"metrics; run them again with: {resume_command(result.run_dir)}", markup=False)
     failed = [r for r in records if r.status != "done"]
     if records and len(failed) == len(records):
         reasons = sorted({r.error.splitlines()[0][:200] for r in failed if r.error})
@@ -409,6 +413,16 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
     console.print(f"protocol: {config.get('protocol', 'agentunit')}, "
                   f"invalid action: {config.get('invalid_action', 'continue')}, "
                   f"network: {'on' if config.get('network') else 'off'}", markup=False)
+    from agentunit_gym.eval.report import model_settings_line
+
+    settings = model_settings_line(config.get("agent_settings") or {})
+    if settings:
+        console.print(settings.rstrip(" |"), markup=False)
+    statuses = summary.get("status") or {}
+    if any(statuses.get(s) for s in ("endpoint_error", "infra_error", "agent_error", "task_error")):
+        # Kept apart from the metrics, as AgentBench keeps task errors apart from agent failures.
+        console.print("episodes by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+                      + " (endpoint_error and infra_error are left out of the metrics)", markup=False)
     table = Table(title="Metrics (95% CI)")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col, justify="left" if col == "metric" else "right")

@@ -76,6 +76,21 @@ class ModelAPIError(AgentUnitError, RuntimeError):
         self.status = status
 
 
+class EndpointUnavailableError(ModelAPIError):
+    """The endpoint stayed unavailable through a turn's retries: refused connections, timeouts,
+    5xx or 429 until the retries or the deadline ran out. Not the agent's failure: the
+    evaluator records the episode as ``endpoint_error`` (left out of the metrics, rerun by
+    ``--resume``) and probes the endpoint before it runs more episodes.
+
+    Attributes:
+        config: the endpoint's config, to probe it with.
+    """
+
+    def __init__(self, message: str, config: OpenAIConfig) -> None:
+        super().__init__(message)
+        self.config = config
+
+
 CONTEXT_LIMIT_STATUSES = frozenset({400, 413})
 """HTTP statuses with which servers refuse a conversation that does not fit the model."""
 
@@ -500,11 +515,11 @@ class ModelClient:
         # Full jitter keeps concurrent callers from retrying in lockstep after a shared failure.
         return min(random.uniform(0, delay), max(0.0, deadline - time.monotonic()))
 
-    def _spent(self, last_error: str) -> ModelAPIError:
-        return ModelAPIError(
+    def _spent(self, last_error: str) -> EndpointUnavailableError:
+        return EndpointUnavailableError(
             f"{self.config.base_url.rstrip('/')}/chat/completions failed after {self.config.max_retries + 1} attempts "
             f"within {self.config.turn_deadline_s:g} s (last: {last_error}). Is the server up at --base-url? If it is "
-            "just slow, lower --concurrency or set --max-rps.")
+            "just slow, lower --concurrency or set --max-rps.", self.config)
 
     def _completion(self, response: Any, latency: float) -> Completion:
         if isinstance(response, str):  # the SDK hands back a body it could not parse as JSON
@@ -543,5 +558,6 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "Completion", "ModelAPIError",
-           "ModelClient", "OpenAIConfig", "context_limit_message", "load_price_table", "parse_model_args"]
+__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "Completion",
+           "EndpointUnavailableError", "ModelAPIError", "ModelClient", "OpenAIConfig", "context_limit_message",
+           "load_price_table", "parse_model_args"]

@@ -33,10 +33,14 @@ class EpisodeRecord(BaseModel):
     run: int
     seed: int
     agent: str
-    status: Literal["done", "agent_error", "infra_error", "task_error"]
+    status: Literal["done", "agent_error", "endpoint_error", "infra_error", "task_error"]
     """``done``: the episode ended in the env (also when the agent's model ran out of
     context: finish reason ``context_limit``); ``agent_error``: the agent raised (counted as
-    a failure, never retried); ``infra_error``: retries spent (re-run by ``--resume``);
+    a failure, never retried); ``endpoint_error``: the agent's model endpoint stayed
+    unavailable through a turn's retries (connection refused, timeouts, 5xx): not the agent's
+    failure, so left out of the metrics (success_rate included) like AgentBench's task
+    errors, counted in the summary's ``status``, and rerun by ``--resume``; ``infra_error``:
+    retries spent (re-run by ``--resume``);
     ``task_error``: the task itself failed on this backend (its reference solution does not
     run there), recorded with the reason and never retried."""
     attempts: int = 1

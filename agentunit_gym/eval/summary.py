@@ -22,17 +22,23 @@ from agentunit_gym.eval.runner import EpisodeRecord, RunPaths, iter_records
 SUMMARY_VERSION = 1
 
 
+NOT_MEASURED = frozenset({"infra_error", "endpoint_error"})
+"""Record statuses whose episodes the metrics leave out: the failure was not the agent's."""
+
+
 def load_episodes(run_dir: Path) -> tuple[list[EpisodeRecord], list[Episode]]:
     """The records of a run and the episodes the metrics count.
 
-    Episodes whose infrastructure failed for good (``infra_error``) have no trace and are
-    not counted in the metrics (they are in the records, and a ``--resume`` re-runs them).
+    Episodes whose infrastructure failed for good (``infra_error``) have no trace, and those
+    whose model endpoint went away (``endpoint_error``) were cut short by it: neither is
+    counted in the metrics (they are in the records and the ``status`` counts, and a
+    ``--resume`` re-runs them).
     """
     records: list[EpisodeRecord] = []
     episodes: list[Episode] = []
     for record, trace in iter_records(run_dir):
         records.append(record)
-        if trace is not None and record.status != "infra_error":
+        if trace is not None and record.status not in NOT_MEASURED:
             episodes.append(Episode(trace=trace, run=record.run, agent=record.agent))
     records.sort(key=lambda r: (r.env_id, r.task_id, r.run))
     episodes.sort(key=lambda e: (e.trace.env_id or "", e.trace.task_id, e.run))
