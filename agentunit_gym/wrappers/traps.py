@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, SupportsFloat
@@ -221,7 +222,7 @@ def fill(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(value, text)
 
 
-def _domain_destructive_check(domain: str) -> Any:
+def _domain_destructive_check(domain: str) -> Callable[[str], bool | None] | None:
     """The registered domain's ``destructive_check``, None for a domain not registered or without one."""
     from agentunit_gym.core.registry import domain_names, get_domain
 
