@@ -21,6 +21,9 @@ from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.eval.config import EvalConfig
 
+NOT_MEASURED = frozenset({"infra_error", "endpoint_error"})
+"""Record statuses whose episodes the metrics (and the judge) leave out: the failure was not the agent's."""
+
 
 class EpisodeRecord(BaseModel):
     """One line of ``episodes.jsonl``."""
@@ -184,5 +187,5 @@ def check_run_dir(paths: RunPaths, config: EvalConfig, resume: bool) -> None:
     paths.config.write_text(config.model_dump_json(indent=2), encoding="utf-8")
 
 
-__all__ = ["EpisodeRecord", "RecordWriter", "RunPaths", "check_run_dir", "iter_records", "load_trace",
+__all__ = ["NOT_MEASURED", "EpisodeRecord", "RecordWriter", "RunPaths", "check_run_dir", "iter_records", "load_trace",
            "read_records", "trace_filename"]

@@ -17,13 +17,10 @@ from typing import Any
 from agentunit_gym.core import registry
 from agentunit_gym.eval.judge.metrics import judged_block
 from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution, group_by_task
+from agentunit_gym.eval.records import NOT_MEASURED
 from agentunit_gym.eval.runner import EpisodeRecord, RunPaths, iter_records
 
 SUMMARY_VERSION = 1
-
-
-NOT_MEASURED = frozenset({"infra_error", "endpoint_error"})
-"""Record statuses whose episodes the metrics leave out: the failure was not the agent's."""
 
 
 def load_episodes(run_dir: Path) -> tuple[list[EpisodeRecord], list[Episode]]:
@@ -169,7 +166,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         "intervals": interval_methods(episodes),
         "left_out": json.loads(paths.left_out.read_text(encoding="utf-8")) if paths.left_out.exists() else [],
     }
-    judged = judged_block(run_dir, {r.key for r in records if r.status != "infra_error" and r.trace}, seed=seed)
+    judged = judged_block(run_dir, {r.key for r in records if r.status not in NOT_MEASURED and r.trace}, seed=seed)
     if judged is not None:
         # The judged metrics join the catalog (table, report, chart); the block keeps the criteria and agreement.
         summary["judge"] = judged

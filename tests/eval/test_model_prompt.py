@@ -51,6 +51,10 @@ def test_the_grammar_is_said_once_flush_left(env_id: str, backend: str) -> None:
                 if line != line.lstrip() and line.strip() in lines]
     assert not indented, indented
     assert all(line == line.lstrip() for line in grammar.splitlines())
+    # Nothing said twice: no sentence of the system message or of the task's observation repeats.
+    said = [sentence.strip() for m in messages if m["role"] == "system" or m is messages[-1]
+            for sentence in str(m.get("content") or "").replace("\n", " ").split(". ") if len(sentence.strip()) > 30]
+    assert len(said) == len(set(said)), [s for s in said if said.count(s) > 1]
     # Placeholders that cannot pass for an answer: no angle-bracket slots, no sample values.
     for leaked in ("<commands>", "<your answer>", '"value1"', "<one SQL statement>"):
         assert leaked not in text

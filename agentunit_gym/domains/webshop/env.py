@@ -39,6 +39,7 @@ from agentunit_gym.core.actions import (
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.webshop.domain import DOMAIN
+from agentunit_gym.domains.webshop.prompt import PAGE_GUIDE
 from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.errors import ConfigError, EpisodeStateError
 
@@ -56,9 +57,9 @@ GRAMMAR = ("Reply with your reasoning, then one action, in one of these forms (t
            "click[ONE OF THE CLICKABLES]")
 """How to reply, stated once: in the first observation (``info["grammar"]``)."""
 
-INTRO = f"{DOMAIN.prompt.system}\n\n{GRAMMAR}"
-"""The first observation's head. A chat agent gets the system text in its system message
-too; the grammar, which a model copies, is said once."""
+INTRO = f"{PAGE_GUIDE}\n\n{GRAMMAR}"
+"""The first observation's head: how the pages work and how to reply, each said once (the chat
+agent's system message says who the agent is, not these)."""
 
 
 def format_observation(view: PageView, *, first: bool = False) -> str:
