@@ -21,7 +21,7 @@ def add_judge_options(p: argparse.ArgumentParser, *, for_eval: bool = False) -> 
                         "defaults; or a criteria YAML file (docs/judge.md)")
     p.add_argument("--judge-repeats", type=int, default=3, help="verifier: quantifications per example episode")
     p.add_argument("--judge-concurrency", type=int, default=4, help="judge calls in flight at once")
-    from agentunit_gym.cli.eval_cmd import add_model_options
+    from agentunit_gym.cli.arguments import add_model_options
 
     add_model_options(p, prefix="judge-" if for_eval else "")
 
@@ -31,7 +31,7 @@ def judge_config(args: argparse.Namespace) -> Any:
     from agentunit_gym.eval.judge import JudgeConfig, parse_judge_spec
 
     criteria: Any = args.criteria if args.criteria in ("critic", "bundled") else Path(args.criteria)
-    from agentunit_gym.cli.eval_cmd import model_settings
+    from agentunit_gym.cli.arguments import model_settings
 
     # ``eval --judge`` names the judge's settings --judge-temperature ...; ``judge`` names them plainly.
     prefix = "judge-" if hasattr(args, "judge_base_url") else ""
