@@ -280,7 +280,11 @@ def write_report(run_dir: Path) -> Path:
     overall = summary["overall"]["metrics"]
     config = summary.get("config", {})
     title = f"{config.get('agent', '?')} on {', '.join(config.get('envs', []))}"
-    meta = (f"{summary['episodes']} episodes | agent {html.escape(str(config.get('agent')))} | "
+    statuses = summary.get("status") or {}
+    apart = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()) if status != "done" and n)
+    meta = (f"{summary['episodes']} episodes" + (f" ({html.escape(apart)}; endpoint_error and infra_error left "
+                                                  "out of the metrics)" if apart else "")
+            + f" | agent {html.escape(str(config.get('agent')))} | "
             f"protocol {html.escape(str(config.get('protocol', 'agentunit')))} (invalid action: "
             f"{html.escape(str(config.get('invalid_action', 'continue')))}) | "
             f"network {'on' if config.get('network') else 'off'} | "

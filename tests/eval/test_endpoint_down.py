@@ -4,12 +4,15 @@ EndpointDownError when it stays down, and ``--resume`` runs those episodes again
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from agentunit_gym.cli.eval_cmd import print_summary
 from agentunit_gym.errors import EndpointDownError, EndpointError
 from agentunit_gym.eval import slots
 from agentunit_gym.eval.evaluate import evaluate
@@ -53,9 +56,14 @@ def test_a_server_killed_mid_run_stops_the_run_and_resume_reruns_its_episodes(tm
     assert all(r.status == "done" for r in records if r not in lost)
     _, episodes = load_episodes(tmp_path)
     assert {e.trace.task_id for e in episodes} == {r.task_id for r in records if r.status == "done"}
-    summary = __import__("json").loads(RunPaths(tmp_path).summary.read_text())
+    summary = json.loads(RunPaths(tmp_path).summary.read_text())
     assert summary["status"]["endpoint_error"] == 1
     assert summary["overall"]["metrics"]["success_rate"]["n"] == len(records) - 1  # the lost one is not a failure
+    assert "1 endpoint_error" in RunPaths(tmp_path).report.read_text()
+    console = Console(record=True, width=200)
+    print_summary(console, summary)
+    shown = console.export_text()
+    assert "episodes by status: done " in shown and "endpoint_error 1" in shown
 
     with FakeChatServer(reference_responder(table)) as again:
         evaluate(config, tmp_path, base_url=again.base_url, agent_options=AGENT, resume=True)
