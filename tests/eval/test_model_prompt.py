@@ -5,6 +5,7 @@ model copied the indented grammar, its placeholders and a second, contradicting 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -12,8 +13,11 @@ import pytest
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.core import registry
+from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.fake_server import FakeChatServer
+from agentunit_gym.eval.metrics import echoes_example
 from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
+from agentunit_gym.eval.runner import EvalConfig
 
 CASES = [(registry.get_domain(name).envs[0].id, spec.name)
          for name in registry.domain_names() for spec in registry.get_domain(name).backends if spec.embedded]
@@ -74,3 +78,15 @@ def test_the_sql_dialect_is_the_backends(env_id: str, backend: str) -> None:
 def test_tools_mode_sends_no_text_grammar_in_the_system_message(env_id: str, backend: str) -> None:
     messages, info = first_request(env_id, backend, mode="tools")
     assert str(info["grammar"]) not in str(messages[0]["content"])
+
+
+def test_a_reply_copied_from_the_worked_example_is_counted(tmp_path: Path) -> None:
+    example = registry.get_domain("db").prompt.example[-1].react  # "... Final Answer: ["4"]"
+    with FakeChatServer(lambda body: {"role": "assistant", "content": example}) as server:
+        config = EvalConfig(envs=("DB-v0",), backends=("sqlite",), agent="openai:fake-model", n=2, concurrency=1)
+        result = evaluate(config, tmp_path, base_url=server.base_url)
+    metrics = result.summary["overall"]["metrics"]
+    # The echo commits (finish reason Complete), so only this metric tells it from an answer.
+    assert metrics["example_echo_rate"]["value"] == 1.0
+    assert metrics["finish_complete_rate"]["value"] == 1.0
+    assert not echoes_example("db", "Think: I look at the table first.\nAction: Answer\nFinal Answer: [\"4\"]")
