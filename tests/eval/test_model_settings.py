@@ -49,7 +49,7 @@ def test_a_reply_that_stopped_normally_keeps_its_reason_and_is_a_plain_format_er
     assert trace is not None
     (step,) = trace.steps
     assert step.usage.finish_reason == "stop" and step.action_error is not None
-    assert "truncated_reply" not in step.action_error
+    assert step.action_error["truncated_reply"] is False
     metrics = result.summary["overall"]["metrics"]
     assert metrics["truncated_reply_rate"]["value"] == 0.0
     assert metrics["invalid_format_step_rate"]["value"] == 1.0
