@@ -93,3 +93,29 @@ def test_probes_back_off_within_the_deadline() -> None:
     assert len(calls) == 3  # at once, then after 0.01 and 0.02 s; the 5 s pause passes the deadline
     ok: list[float] = []
     assert slots.probe_endpoint(ok.append, (0.01,), 1.0) is None and len(ok) == 1
+
+
+def test_the_cli_exits_3_with_the_resume_command(tmp_path: Path, quick_probes: None,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from agentunit_gym.cli.main import main
+
+    table = solutions("AgentUnit/DB-v0", "sqlite")
+    play = reference_responder(table)
+    holder: dict[str, FakeChatServer] = {}
+    answered = {"n": 0}
+
+    def respond_then_die(body: dict[str, Any]) -> dict[str, Any]:
+        answered["n"] += 1
+        if answered["n"] == 2:
+            threading.Thread(target=holder["server"].close, daemon=True).start()
+        return play(body)
+
+    server = holder["server"] = FakeChatServer(respond_then_die)
+    out = tmp_path / "run"
+    with server:
+        code = main(["eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "5", "--concurrency", "1",
+                     "--agent", "openai:fake-model", "--base-url", server.base_url, "--output", str(out), "--quiet",
+                     "--turn-deadline", "10", "--request-timeout", "5"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "went away" in err and f"agentunit-gym eval --resume --output {out}" in err
