@@ -30,10 +30,11 @@ GRAMMAR = (
 because a model copies the layout it is shown."""
 
 INTRO = (
-    "You are an assistant operating a Linux (Debian) shell as root. Each turn, run commands "
-    "to explore and act, then either answer the question or finish the task. Command output "
-    "is cut at {limit} characters."
+    "The shell is Linux (Debian) and you are root. Run commands to explore and act, then either "
+    "answer the question or finish the task. Command output is cut at {limit} characters."
 )
+"""The facts of the shell, in the first observation; who the agent is, a chat agent's system
+message says (the domain's prompt), so neither repeats the other."""
 
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
 """The tool names, in the order of :data:`TOOLS`."""
