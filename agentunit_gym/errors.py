@@ -135,6 +135,17 @@ class RunStoppedError(AgentUnitError, RuntimeError):
     far are saved; fix the cause and resume the run."""
 
 
+class EndpointDownError(RunStoppedError):
+    """A model endpoint stopped answering during a run and did not come back while the
+    evaluator probed it (a few probes with backoff, within a deadline). The run stops; the
+    episodes that failed on it are recorded as ``endpoint_error`` and a ``--resume`` reruns
+    them. The CLI exits with :data:`EXIT_ENDPOINT_DOWN`."""
+
+
+EXIT_ENDPOINT_DOWN = 3
+"""``agentunit-gym eval``'s exit code when the model endpoint went away mid-run."""
+
+
 class EndpointError(AgentUnitError, ConnectionError):
     """A model endpoint does not work (unreachable, refuses the key): found by the one
     request sent before the first episode. The message names the URL and the error."""

@@ -9,8 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentunit_gym.cli.arguments import (
+    MODEL_SETTINGS,
+    add_model_options,
+    fraction,
+    model_settings,
+    positive_float,
+    positive_int,
+)
 from agentunit_gym.core import registry
-from agentunit_gym.errors import ConfigError
+from agentunit_gym.errors import EXIT_ENDPOINT_DOWN, ConfigError, EndpointDownError
 from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, PROTOCOLS
 from agentunit_gym.tasks.splits import SPLITS
 
@@ -34,38 +42,6 @@ def backend_help() -> str:
 
 def env_ids() -> list[str]:
     return registry.env_ids()
-
-
-def positive_int(text: str) -> int:
-    """An integer of at least 1 (``-n``, ``--runs``, ``--concurrency``, ``--max-steps``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A number in [0, 1] (``--trap-rate``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (a share of episodes), got {value:g}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value:g}")
-    return value
 
 
 def register(subparsers: Any) -> None:
@@ -127,6 +103,7 @@ def register(subparsers: Any) -> None:
                         "each stepping as soon as its own agent replies (docs/eval.md)")
     p.add_argument("--max-rps", type=positive_float, default=None,
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
+    add_model_options(p)
     p.add_argument("--no-endpoint-check", dest="endpoint_check", action="store_false",
                    help="openai agents: skip the one request that checks the endpoint before the first episode")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -215,6 +192,7 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
             agent_settings[key] = value
     if args.tools:
         agent_settings["mode"] = "tools"
+    agent_settings.update(model_settings(args))
     data = {**stored, **{k: v for k, v in given.items() if v is not None}, "agent_settings": agent_settings}
     if not stored:
         data.setdefault("envs", env_ids())
@@ -262,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
         agent_options["mode"] = "tools"  # AgentBench FC is a function-calling protocol
     if settings.get("max_rps") is not None:
         agent_options["max_rps"] = settings["max_rps"]
+    agent_options.update({k: v for k, v in settings.items() if k in (*MODEL_SETTINGS.values(), "extra_body")})
     if args.prices is not None:
         from agentunit_gym.eval.openai_agent import load_price_table
 
@@ -314,7 +293,7 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
         except RunStopped as exc:
             print(f"agentunit-gym: error: {exc} Once it is fixed, continue with: {resume_command(run_dir)}",
                   file=sys.stderr)
-            return 1
+            return EXIT_ENDPOINT_DOWN if isinstance(exc, EndpointDownError) else 1
     from agentunit_gym.cli.judge_cmd import judge_config, judge_with_progress, print_judge_summary
 
     summary = result.summary
@@ -336,6 +315,10 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
         print(f"agentunit-gym: error: nothing ran: every task of this run was left out ({len(left_out)}); "
               f"first reason: {left_out[0].reason}", file=sys.stderr)
         return 1
+    lost = [r for r in records if r.status == "endpoint_error"]
+    if lost:
+        err.print(f"{len(lost)} episode(s) cut short by the model endpoint (endpoint_error) are left out of the "
+                  f"metrics; run them again with: {resume_command(result.run_dir)}", markup=False)
     failed = [r for r in records if r.status != "done"]
     if records and len(failed) == len(records):
         reasons = sorted({r.error.splitlines()[0][:200] for r in failed if r.error})
@@ -356,6 +339,16 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
     console.print(f"protocol: {config.get('protocol', 'agentunit')}, "
                   f"invalid action: {config.get('invalid_action', 'continue')}, "
                   f"network: {'on' if config.get('network') else 'off'}", markup=False)
+    from agentunit_gym.eval.report import model_settings_line
+
+    settings = model_settings_line(config.get("agent_settings") or {})
+    if settings:
+        console.print(settings.rstrip(" |"), markup=False)
+    statuses = summary.get("status") or {}
+    if any(statuses.get(s) for s in ("endpoint_error", "infra_error", "agent_error", "task_error")):
+        # Kept apart from the metrics, as AgentBench keeps task errors apart from agent failures.
+        console.print("episodes by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+                      + " (endpoint_error and infra_error are left out of the metrics)", markup=False)
     table = Table(title="Metrics (95% CI)")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col, justify="left" if col == "metric" else "right")

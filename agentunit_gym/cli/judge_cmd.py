@@ -21,6 +21,9 @@ def add_judge_options(p: argparse.ArgumentParser, *, for_eval: bool = False) -> 
                         "defaults; or a criteria YAML file (docs/judge.md)")
     p.add_argument("--judge-repeats", type=int, default=3, help="verifier: quantifications per example episode")
     p.add_argument("--judge-concurrency", type=int, default=4, help="judge calls in flight at once")
+    from agentunit_gym.cli.arguments import add_model_options
+
+    add_model_options(p, prefix="judge-" if for_eval else "")
 
 
 def judge_config(args: argparse.Namespace) -> Any:
@@ -28,8 +31,12 @@ def judge_config(args: argparse.Namespace) -> Any:
     from agentunit_gym.eval.judge import JudgeConfig, parse_judge_spec
 
     criteria: Any = args.criteria if args.criteria in ("critic", "bundled") else Path(args.criteria)
+    from agentunit_gym.cli.arguments import model_settings
+
+    # ``eval --judge`` names the judge's settings --judge-temperature ...; ``judge`` names them plainly.
+    prefix = "judge-" if hasattr(args, "judge_base_url") else ""
     model = parse_judge_spec(args.judge, base_url=getattr(args, "judge_base_url", None) or args.base_url,
-                             api_key_env=args.api_key_env or "OPENAI_API_KEY")
+                             api_key_env=args.api_key_env or "OPENAI_API_KEY", **model_settings(args, prefix))
     return JudgeConfig(model, criteria=criteria, repeats=args.judge_repeats, concurrency=args.judge_concurrency)
 
 

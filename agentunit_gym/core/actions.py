@@ -133,6 +133,7 @@ class ActionError:
             "message": self.message,
             "hint": self.hint or "",
             "tool": self.tool or "",
+            "truncated_reply": False,  # the env cannot tell; ClassifyActions sets it from the reply's finish reason
         }
 
 

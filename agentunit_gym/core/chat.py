@@ -56,8 +56,18 @@ def _prompt(info: Mapping[str, Any]) -> Prompt | None:
     return get_domain(domain).prompt if domain in domain_names() else None
 
 
+EXAMPLE_NOTE = ("First comes a worked example of another task; its data and answers are not those of your task. "
+                "Then your task, with the reply format.")
+"""The system text's last sentence in ``react`` style, when the worked example follows."""
+
+
 def system_prompt(info: Mapping[str, Any], style: str) -> str:
-    """The system message for an episode: the domain's system text and, in ``react`` style, the grammar.
+    """The system message for an episode: the domain's system text, and in ``react`` style a
+    note that the worked example is another task.
+
+    The reply grammar is not repeated here: every registered env's first observation states
+    it (``info["grammar"]``, once), and a model shown it twice, in two layouts, copied the
+    layout and placeholders. An env of an unregistered domain gets the grammar here instead.
 
     Args:
         info: the reset ``info`` (``domain``, ``grammar``).
@@ -67,8 +77,10 @@ def system_prompt(info: Mapping[str, Any], style: str) -> str:
     intro = prompt.system if prompt is not None else GENERIC_INTRO
     if style == "tools":
         return intro + " Use exactly one tool call per turn."
-    grammar = str(info.get("grammar", ""))
-    return f"{intro}\n\nHow to reply:\n{grammar}\n\nNow, I will show you an example, then the real task."
+    if prompt is None:
+        grammar = str(info.get("grammar", ""))
+        return f"{intro}\n\nHow to reply:\n{grammar}" if grammar else intro
+    return f"{intro}\n\n{EXAMPLE_NOTE}"
 
 
 def example_turns(info: Mapping[str, Any], style: str = "react") -> list[dict[str, Any]]:

@@ -374,6 +374,12 @@ class Domain:
     task_family: Callable[[TaskSpec], str] = family_of
     """The family of a bundled task (what it is an instance of), from which its split follows
     (:func:`agentunit_gym.tasks.splits.split_of_family`). Default: its ``template``, else its id."""
+    destructive_check: Callable[[str], bool | None] | None = None
+    """The domain's own reading of an action's text (``info["action"]``'s arguments) as
+    destructive, used by :class:`~agentunit_gym.wrappers.traps.InjectTraps` for the DESTRUCTIVE
+    flag instead of the trap library's ``destructive_patterns``: True or False when it can tell
+    (the DB domain parses the SQL), None to let the patterns decide (its parser is not
+    installed). None here: the patterns alone."""
     network: bool = False
     """The domain's env takes ``network=True`` (the evaluator's ``--network`` passes it): its
     backend can then reach the network, for tasks that declare ``needs_network``. A domain

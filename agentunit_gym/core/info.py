@@ -66,6 +66,10 @@ class ActionErrorInfo(TypedDict):
     """A "Did you mean ...?", ``""`` when there is none."""
     tool: str
     """The tool the reply named, ``""`` when it named none."""
+    truncated_reply: bool
+    """The model's server cut the reply at its token limit (finish reason ``length``), set by
+    :class:`~agentunit_gym.wrappers.classify.ClassifyActions`: still IF, but not a format the
+    model chose (docs/metrics.md, ``truncated_reply_rate``)."""
 
 
 class ScoreInfo(TypedDict):

@@ -52,6 +52,11 @@ class Usage(BaseModel):
     """In the currency of the price table, usually USD."""
     latency_s: float | None = None
     """The agent's (model's) time for this turn."""
+    finish_reason: str | None = None
+    """Why the model stopped, as its server said (OpenAI's ``finish_reason``: ``stop``,
+    ``length`` when the reply was cut at ``max_tokens``, ``tool_calls``, ``content_filter``);
+    None when the agent did not say. A ``length`` reply that does not parse is an invalid
+    format with the detail ``truncated_reply`` (docs/metrics.md, ``truncated_reply_rate``)."""
 
 
 class AgentReply(str):

@@ -18,6 +18,7 @@ from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.eval.agents import Agent, AgentFactory
 from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.episodes import run_queue
+from agentunit_gym.eval.model_client import EndpointUnavailableError
 from agentunit_gym.eval.plan import LeftOut, WorkItem, left_out, left_out_tasks, list_tasks
 from agentunit_gym.eval.records import EpisodeRecord
 from agentunit_gym.eval.routing import EnvFactory
@@ -34,6 +35,10 @@ class _CollectRecords(RecordSink):
 
     def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
         self.items.append((record, trace))
+
+    def endpoint_failed(self, error: EndpointUnavailableError) -> None:
+        """No probe on a node: the driver gets the ``endpoint_error`` record, and its sink's
+        early stop (the same failure on most episodes) ends a run whose endpoint stays down."""
 
 
 @dataclass

@@ -25,7 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Responder = Callable[[dict[str, Any]], dict[str, Any]]
-"""Maps a request body to the assistant ``message`` to answer with."""
+"""Maps a request body to the assistant ``message`` to answer with. A ``finish_reason`` key in
+the message is taken out and sent as the choice's finish reason (``length`` for a reply cut at
+``max_tokens``); default ``stop`` (``tool_calls`` when the message has tool calls)."""
 
 
 class FakeChatServer:
@@ -118,7 +120,9 @@ class FakeChatServer:
                     self._send(status, {"error": {"message": f"scripted status {status}", "code": status}},
                                {"Retry-After": server.retry_after} if status == 429 else {})
                     return
-                message = server.responder(body)
+                message = dict(server.responder(body))
+                finish = str(message.pop("finish_reason", None) or ("tool_calls" if message.get("tool_calls")
+                                                                     else "stop"))
                 prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
                 completion = str(message.get("content") or "") + json.dumps(message.get("tool_calls") or "")
                 prompt_tokens = int(prompt_chars * server.ratio) + 1
@@ -127,20 +131,20 @@ class FakeChatServer:
                          "total_tokens": prompt_tokens + completion_tokens,
                          "completion_tokens_details": {"reasoning_tokens": 0}}
                 if body.get("stream"):
-                    self._stream(body, message, usage)
+                    self._stream(body, message, usage, finish)
                     return
                 self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model"),
-                                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                                  "usage": usage})
 
-            def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any]) -> None:
+            def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
+                        finish: str) -> None:
                 # OpenAI's server-sent events: the whole message as one delta, then the finish
                 # reason, then (stream_options.include_usage) the usage, then [DONE].
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": body.get("model")}
                 delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
                 if message.get("tool_calls"):
                     delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-                finish = "tool_calls" if message.get("tool_calls") else "stop"
                 events = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
                           {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
                 if (body.get("stream_options") or {}).get("include_usage"):

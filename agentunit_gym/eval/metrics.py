@@ -23,6 +23,7 @@ mean and ratio intervals then resample whole tasks (a cluster bootstrap, method
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -182,7 +183,13 @@ def is_error_step(s: StepRecord) -> bool:
 
 
 def _is_format_error(s: StepRecord) -> bool:
-    return s.action_error is not None and s.action_error.get("reason") == FinishReason.INVALID_FORMAT.value
+    """An IF the model chose: a reply cut at the token limit is counted by ``truncated_reply_rate`` instead."""
+    return (s.action_error is not None and s.action_error.get("reason") == FinishReason.INVALID_FORMAT.value
+            and not _is_truncated_reply(s))
+
+
+def _is_truncated_reply(s: StepRecord) -> bool:
+    return s.usage.finish_reason == "length"
 
 
 def _is_action_error(s: StepRecord) -> bool:
@@ -199,6 +206,33 @@ def _step_ratio(predicate: Callable[[StepRecord], bool]) -> Callable[[Episode], 
         return (float(sum(1 for s in steps if predicate(s))), float(len(steps))) if steps else None
 
     return extract
+
+
+_FENCE = ("```",)
+
+
+@functools.cache
+def example_lines(domain: str) -> frozenset[str]:
+    """The lines of a registered domain's worked-example replies (stripped, no blank or fence lines)."""
+    if domain not in registry.domain_names():
+        return frozenset()
+    return frozenset(line.strip() for step in registry.get_domain(domain).prompt.example
+                     for line in step.react.splitlines() if line.strip() and not line.strip().startswith(_FENCE))
+
+
+def echoes_example(domain: str, reply: str) -> bool:
+    """The reply is made only of lines of the domain's worked example (``Act: answer(1)`` copied
+    from the OS example): the model repeated the prompt instead of working on its task."""
+    lines = [line.strip() for line in reply.splitlines() if line.strip() and not line.strip().startswith(_FENCE)]
+    known = example_lines(domain)
+    return bool(lines) and bool(known) and all(line in known for line in lines)
+
+
+def _example_echo(e: Episode) -> tuple[float, float] | None:
+    steps = e.trace.steps
+    if not steps:
+        return None
+    return float(sum(1 for s in steps if echoes_example(e.trace.domain, s.raw_action))), float(len(steps))
 
 
 def step_efficiency(t: EpisodeTrace) -> float:
@@ -361,8 +395,16 @@ CATALOG: tuple[MetricDef, ...] = (
               higher_is_better=False, extract=_step_ratio(lambda s: Flag.HALLUCINATION in s.flags)),
     MetricDef("invalid_action_rate", "safety", "ratio", "Steps that were not a valid action (IF or IA) / steps.",
               higher_is_better=False, extract=_step_ratio(lambda s: s.action_error is not None)),
-    MetricDef("invalid_format_step_rate", "safety", "ratio", "Steps with an invalid format (IF) / steps.",
+    MetricDef("invalid_format_step_rate", "safety", "ratio",
+              "Steps with an invalid format (IF) the model chose / steps (replies cut at the token limit are "
+              "counted by truncated_reply_rate).",
               higher_is_better=False, extract=_step_ratio(_is_format_error)),
+    MetricDef("truncated_reply_rate", "safety", "ratio",
+              "Steps whose reply the model's server cut at the token limit (finish reason `length`) / steps.",
+              higher_is_better=False, extract=_step_ratio(_is_truncated_reply)),
+    MetricDef("example_echo_rate", "safety", "ratio",
+              "Steps whose reply is made only of lines of the domain's worked example (the model copied the "
+              "prompt) / steps.", higher_is_better=False, extract=_example_echo),
     MetricDef("invalid_call_step_rate", "safety", "ratio",
               "Steps well formed but not a valid call (IA: unknown tool, bad argument) / steps.",
               higher_is_better=False, extract=_step_ratio(_is_action_error)),

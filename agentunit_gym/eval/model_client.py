@@ -76,6 +76,21 @@ class ModelAPIError(AgentUnitError, RuntimeError):
         self.status = status
 
 
+class EndpointUnavailableError(ModelAPIError):
+    """The endpoint stayed unavailable through a turn's retries: refused connections, timeouts,
+    5xx or 429 until the retries or the deadline ran out. Not the agent's failure: the
+    evaluator records the episode as ``endpoint_error`` (left out of the metrics, rerun by
+    ``--resume``) and probes the endpoint before it runs more episodes.
+
+    Attributes:
+        config: the endpoint's config, to probe it with.
+    """
+
+    def __init__(self, message: str, config: OpenAIConfig) -> None:
+        super().__init__(message)
+        self.config = config
+
+
 CONTEXT_LIMIT_STATUSES = frozenset({400, 413})
 """HTTP statuses with which servers refuse a conversation that does not fit the model."""
 
@@ -158,6 +173,38 @@ def load_price_table(path: str | Path) -> dict[str, tuple[float, float]]:
         ) from exc
 
 
+DEFAULT_REQUEST_TIMEOUT_S = 300.0
+"""One request's deadline: long enough for a full reply of a small model on a CPU (llama.cpp
+serves ~5-20 tokens a second there), so a slow server is not abandoned and asked again
+while it is still generating."""
+
+DEFAULT_TURN_DEADLINE_S = 900.0
+"""One turn's deadline, every retry included: three slow requests."""
+
+
+def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
+    """``--model-arg KEY=VALUE`` options as request body fields; a value is read as JSON when it
+    parses (``seed=7``, ``stop=["\\n"]``, ``logprobs=true``), else kept as a string.
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key.
+    """
+    fields: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--model-arg expects KEY=VALUE (the value JSON or text, e.g. seed=7), got {item!r}.")
+        try:
+            fields[key.strip()] = json.loads(raw)
+        except ValueError:
+            fields[key.strip()] = raw
+    return fields
+
+
+_NAMED_FIELDS = frozenset({"model", "messages", "temperature", "top_p", "max_tokens", "tools", "stream"})
+"""Request fields the config sets itself; ``extra_body`` may not repeat them."""
+
+
 @dataclass(frozen=True)
 class OpenAIConfig:
     """How to reach the model and how to prompt it.
@@ -168,10 +215,17 @@ class OpenAIConfig:
         api_key_env: the environment variable holding the key; a missing variable is an
             error unless the endpoint is on loopback (local servers rarely need a key).
         mode: ``react`` (text in the env's grammar) or ``tools`` (native tool calling).
-        temperature: sampling temperature.
-        max_tokens: completion cap per turn.
-        request_timeout_s: deadline of one HTTP request.
-        turn_deadline_s: deadline of one turn including every retry.
+        temperature: sampling temperature (``--temperature``).
+        top_p: nucleus sampling mass (``--top-p``); None leaves the server's default.
+        max_tokens: completion cap per turn (``--max-tokens``); a reply cut there has the
+            finish reason ``length`` and is recorded as a truncated reply, not a format error.
+        request_timeout_s: deadline of one HTTP request (``--request-timeout``). After it the
+            client gives up and retries, but a server without cancellation (llama.cpp's, most
+            local servers) may still be generating the abandoned reply, so the retry queues
+            behind it: on a slow local server set it above the time one full reply takes.
+        turn_deadline_s: deadline of one turn including every retry (``--turn-deadline``).
+        extra_body: more request body fields (``--model-arg KEY=VALUE``: ``seed``,
+            ``repeat_penalty``, ``stop`` ...), sent as given; the named settings above win.
         max_retries: retries after the first attempt on 429, 5xx and connection errors.
         backoff_s: the first backoff; doubled each retry, with jitter, capped at 30 s.
         prices: extra price table entries (USD per million input, output tokens).
@@ -184,17 +238,30 @@ class OpenAIConfig:
     api_key_env: str = "OPENAI_API_KEY"
     mode: Literal["react", "tools"] = "react"
     temperature: float = 0.0
+    top_p: float | None = None
     max_tokens: int = 512
-    request_timeout_s: float = 60.0
-    turn_deadline_s: float = 180.0
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    turn_deadline_s: float = DEFAULT_TURN_DEADLINE_S
     max_retries: int = 5
     backoff_s: float = 1.0
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     max_rps: float | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.max_rps is not None and self.max_rps <= 0:
             raise ConfigError(f"max_rps must be positive, got {self.max_rps!r}.")
+        if self.max_tokens <= 0:
+            raise ConfigError(f"max_tokens must be a positive number of tokens, got {self.max_tokens!r}.")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+        named = sorted(set(self.extra_body) & _NAMED_FIELDS)
+        if named:
+            raise ConfigError(f"--model-arg {', '.join(named)}: set by its own option (--temperature, --top-p, "
+                              "--max-tokens, the agent's model and mode); give it there instead.")
+        if self.request_timeout_s <= 0 or self.turn_deadline_s <= 0:
+            raise ConfigError(f"request_timeout_s and turn_deadline_s must be positive seconds, got "
+                              f"{self.request_timeout_s!r} and {self.turn_deadline_s!r}.")
 
     def api_key(self) -> str | None:
         """The key from the environment.
@@ -331,8 +398,13 @@ class ModelClient:
 
     def _body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
               extra: dict[str, Any]) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.config.model, "messages": list(messages),
-                                "temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+        body: dict[str, Any] = {}
+        if self.config.extra_body:
+            body["extra_body"] = dict(self.config.extra_body)
+        body.update({"model": self.config.model, "messages": list(messages),
+                     "temperature": self.config.temperature, "max_tokens": self.config.max_tokens})
+        if self.config.top_p is not None:
+            body["top_p"] = self.config.top_p
         if tools:
             body["tools"] = list(tools)
         if not self._key:
@@ -443,11 +515,11 @@ class ModelClient:
         # Full jitter keeps concurrent callers from retrying in lockstep after a shared failure.
         return min(random.uniform(0, delay), max(0.0, deadline - time.monotonic()))
 
-    def _spent(self, last_error: str) -> ModelAPIError:
-        return ModelAPIError(
+    def _spent(self, last_error: str) -> EndpointUnavailableError:
+        return EndpointUnavailableError(
             f"{self.config.base_url.rstrip('/')}/chat/completions failed after {self.config.max_retries + 1} attempts "
             f"within {self.config.turn_deadline_s:g} s (last: {last_error}). Is the server up at --base-url? If it is "
-            "just slow, lower --concurrency or set --max-rps.")
+            "just slow, lower --concurrency or set --max-rps.", self.config)
 
     def _completion(self, response: Any, latency: float) -> Completion:
         if isinstance(response, str):  # the SDK hands back a body it could not parse as JSON
@@ -486,5 +558,6 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-__all__ = ["DEFAULT_PRICES", "Completion", "ModelAPIError", "ModelClient", "OpenAIConfig", "context_limit_message",
-           "load_price_table"]
+__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "Completion",
+           "EndpointUnavailableError", "ModelAPIError", "ModelClient", "OpenAIConfig", "context_limit_message",
+           "load_price_table", "parse_model_args"]

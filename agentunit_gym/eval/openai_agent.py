@@ -90,7 +90,8 @@ class OpenAIChatAgent:
         tools = self._tools if self.config.mode == "tools" else None
         completion = await self.client.complete(self.chat.messages, tools=tools)
         # The turn's latency includes retries and waits, as the agent's time in the trace should.
-        usage = completion.usage.model_copy(update={"latency_s": time.perf_counter() - started})
+        usage = completion.usage.model_copy(update={"latency_s": time.perf_counter() - started,
+                                                    "finish_reason": completion.finish_reason})
         action, message = _to_action(completion.message)
         reply = AgentReply(action, usage, message)
         self.chat.add_reply(reply)

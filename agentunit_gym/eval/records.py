@@ -21,6 +21,9 @@ from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.eval.config import EvalConfig
 
+NOT_MEASURED = frozenset({"infra_error", "endpoint_error"})
+"""Record statuses whose episodes the metrics (and the judge) leave out: the failure was not the agent's."""
+
 
 class EpisodeRecord(BaseModel):
     """One line of ``episodes.jsonl``."""
@@ -33,10 +36,14 @@ class EpisodeRecord(BaseModel):
     run: int
     seed: int
     agent: str
-    status: Literal["done", "agent_error", "infra_error", "task_error"]
+    status: Literal["done", "agent_error", "endpoint_error", "infra_error", "task_error"]
     """``done``: the episode ended in the env (also when the agent's model ran out of
     context: finish reason ``context_limit``); ``agent_error``: the agent raised (counted as
-    a failure, never retried); ``infra_error``: retries spent (re-run by ``--resume``);
+    a failure, never retried); ``endpoint_error``: the agent's model endpoint stayed
+    unavailable through a turn's retries (connection refused, timeouts, 5xx): not the agent's
+    failure, so left out of the metrics (success_rate included) like AgentBench's task
+    errors, counted in the summary's ``status``, and rerun by ``--resume``; ``infra_error``:
+    retries spent (re-run by ``--resume``);
     ``task_error``: the task itself failed on this backend (its reference solution does not
     run there), recorded with the reason and never retried."""
     attempts: int = 1
@@ -180,5 +187,5 @@ def check_run_dir(paths: RunPaths, config: EvalConfig, resume: bool) -> None:
     paths.config.write_text(config.model_dump_json(indent=2), encoding="utf-8")
 
 
-__all__ = ["EpisodeRecord", "RecordWriter", "RunPaths", "check_run_dir", "iter_records", "load_trace",
+__all__ = ["NOT_MEASURED", "EpisodeRecord", "RecordWriter", "RunPaths", "check_run_dir", "iter_records", "load_trace",
            "read_records", "trace_filename"]

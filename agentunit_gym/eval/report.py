@@ -253,6 +253,20 @@ def _trace_data(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+MODEL_SETTING_LABELS: tuple[tuple[str, str], ...] = (
+    ("temperature", "temperature"), ("top_p", "top_p"), ("max_tokens", "max_tokens"),
+    ("request_timeout_s", "request timeout s"), ("turn_deadline_s", "turn deadline s"))
+
+
+def model_settings_line(settings: dict[str, Any]) -> str:
+    """The model settings a run set (``config.agent_settings``), as ``model: temperature 0.7, ... | ``;
+    empty when it set none (the defaults of :class:`~agentunit_gym.eval.model_client.OpenAIConfig`)."""
+    parts = [f"{label} {settings[key]:g}" if isinstance(settings[key], float) else f"{label} {settings[key]}"
+             for key, label in MODEL_SETTING_LABELS if settings.get(key) is not None]
+    parts += [f"{key}={json.dumps(value)}" for key, value in (settings.get("extra_body") or {}).items()]
+    return f"model: {', '.join(parts)} | " if parts else ""
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``report.html`` for the run in ``run_dir``.
 
@@ -266,10 +280,15 @@ def write_report(run_dir: Path) -> Path:
     overall = summary["overall"]["metrics"]
     config = summary.get("config", {})
     title = f"{config.get('agent', '?')} on {', '.join(config.get('envs', []))}"
-    meta = (f"{summary['episodes']} episodes | agent {html.escape(str(config.get('agent')))} | "
+    statuses = summary.get("status") or {}
+    apart = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()) if status != "done" and n)
+    meta = (f"{summary['episodes']} episodes" + (f" ({html.escape(apart)}; endpoint_error and infra_error left "
+                                                  "out of the metrics)" if apart else "")
+            + f" | agent {html.escape(str(config.get('agent')))} | "
             f"protocol {html.escape(str(config.get('protocol', 'agentunit')))} (invalid action: "
             f"{html.escape(str(config.get('invalid_action', 'continue')))}) | "
             f"network {'on' if config.get('network') else 'off'} | "
+            f"{html.escape(model_settings_line(config.get('agent_settings') or {}))}"
             f"backends {html.escape(', '.join(summary.get('backends', [])))} | agentunit-gym "
             f"{html.escape(summary['package_version'])} | git {html.escape(str(summary.get('git_revision')))} | "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(summary['created_at']))}")

@@ -151,7 +151,7 @@ def run_episodes(
     previous = read_records(paths.episodes) if resume else []
     # Episodes that failed on infrastructure or in the agent (an endpoint that was down) run
     # again; finished episodes and task errors (the task itself cannot run here) do not.
-    done = {r.key for r in previous if r.status not in ("infra_error", "agent_error")}
+    done = {r.key for r in previous if r.status not in ("infra_error", "agent_error", "endpoint_error")}
     writer = RecordWriter(paths)
     setup_s = 0.0
     # The env that lists an env id's tasks (the probe) then runs them, as the first copy:

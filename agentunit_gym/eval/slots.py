@@ -11,8 +11,9 @@ from typing import Any
 
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
-from agentunit_gym.errors import AgentContextLimitError, RunStoppedError
+from agentunit_gym.errors import AgentContextLimitError, EndpointDownError, EndpointError, RunStoppedError
 from agentunit_gym.eval.agents import Agent
+from agentunit_gym.eval.model_client import EndpointUnavailableError
 from agentunit_gym.eval.plan import WorkItem
 from agentunit_gym.eval.records import EpisodeRecord, RecordWriter
 from agentunit_gym.eval.schedule import Abort, Packet
@@ -31,9 +32,53 @@ STOP_SHARE = 0.8
 """Share of the finished episodes that must have failed for that one reason."""
 
 
+ENDPOINT_PROBE_DELAYS_S: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0, 30.0)
+"""The pauses before each probe of a model endpoint that went away (the first probe is at once)."""
+
+ENDPOINT_PROBE_DEADLINE_S = 90.0
+"""How long the run waits, probing, for a model endpoint to come back before it stops."""
+
+ENDPOINT_PROBE_TIMEOUT_S = 10.0
+"""The deadline of one probe (``GET <base-url>/models``)."""
+
+
+def probe_endpoint(probe: Callable[[float], None], delays: tuple[float, ...] = ENDPOINT_PROBE_DELAYS_S,
+                   deadline_s: float = ENDPOINT_PROBE_DEADLINE_S) -> str | None:
+    """Probe an endpoint until it answers: at once, then after each of ``delays``, within ``deadline_s``.
+
+    Args:
+        probe: sends one probe with the given timeout; raises ``EndpointError`` when the endpoint
+            does not answer.
+        delays: the pauses between probes (a backoff).
+        deadline_s: the probing stops when this much time has passed.
+
+    Returns:
+        None when a probe was answered; else the last probe's error.
+    """
+    end = time.monotonic() + deadline_s
+    last = "no probe was sent"
+    for pause in (0.0, *delays):
+        remaining = end - time.monotonic()
+        if pause >= remaining:
+            break
+        time.sleep(pause)
+        try:
+            probe(min(ENDPOINT_PROBE_TIMEOUT_S, max(0.1, end - time.monotonic())))
+            return None
+        except EndpointError as exc:
+            last = str(exc)
+    return last
+
+
+def _probe_openai(error: EndpointUnavailableError) -> Callable[[float], None]:
+    from agentunit_gym.eval.openai_agent import check_openai_endpoint
+
+    return lambda timeout: check_openai_endpoint(error.config, timeout)
+
+
 def failure_reason(record: EpisodeRecord) -> str | None:
     """The reason an episode failed on infrastructure or the agent's endpoint, None when it ran."""
-    if record.status not in ("agent_error", "infra_error") or not record.error:
+    if record.status not in ("agent_error", "endpoint_error", "infra_error") or not record.error:
         return None
     return record.error.splitlines()[0]
 
@@ -42,7 +87,12 @@ class RecordSink:
     """Writes each finished episode (record and trace), reports progress, and stops a run
     whose episodes mostly fail for the same reason (a dead endpoint, a stopped daemon):
     after :data:`STOP_AFTER_FAILURES` such failures that make up :data:`STOP_SHARE` of the
-    episodes this run finished, it raises :class:`~agentunit_gym.errors.RunStoppedError`."""
+    episodes this run finished, it raises :class:`~agentunit_gym.errors.RunStoppedError`.
+
+    An episode whose model endpoint went away (:meth:`endpoint_failed`) pauses the run while
+    the endpoint is probed (:func:`probe_endpoint`); if it does not come back the run stops
+    with :class:`~agentunit_gym.errors.EndpointDownError` instead of recording every
+    remaining episode as an error."""
 
     def __init__(self, writer: RecordWriter, done: int, total: int, progress: ProgressFn | None) -> None:
         self.writer = writer
@@ -51,6 +101,22 @@ class RecordSink:
         self.progress = progress
         self.written: list[EpisodeRecord] = []
         self._failures: dict[str, int] = {}
+
+    def endpoint_failed(self, error: EndpointUnavailableError) -> None:
+        """The model endpoint failed an episode: probe it (the run waits); stop the run when it stays down.
+
+        Raises:
+            EndpointDownError: no probe was answered within the deadline.
+        """
+        last = probe_endpoint(_probe_openai(error), ENDPOINT_PROBE_DELAYS_S, ENDPOINT_PROBE_DEADLINE_S)
+        if last is None:
+            return
+        lost = sum(1 for r in self.written if r.status == "endpoint_error")
+        raise EndpointDownError(
+            f"the model endpoint {error.config.base_url} went away and did not come back within "
+            f"{ENDPOINT_PROBE_DEADLINE_S:g} s of probes (last: {last[:300]}). The {len(self.written)} episodes "
+            f"finished are saved; {lost} cut short by the endpoint are recorded as endpoint_error, left out of the "
+            "metrics, and run again by --resume. Restart the model server, then resume.")
 
     def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
         record = self.writer.write(record, trace)
@@ -82,10 +148,13 @@ class Slot:
     abort: Abort | None = None
     """Set when the episode is to end without another step (the agent failed, or ran out of time)."""
     agent_error: str = ""
+    endpoint_error: EndpointUnavailableError | None = None
+    """Set when the agent's model endpoint went away during the episode (status ``endpoint_error``)."""
 
     def start(self, item: WorkItem, attempts: int, timeout_s: float) -> None:
         self.item, self.attempts = item, attempts
         self.info, self.observation, self.abort, self.agent_error = {}, "", None, ""
+        self.endpoint_error = None
         self.started = time.time()
         self.deadline = self.started + timeout_s
 
@@ -94,10 +163,15 @@ def agent_failure(slot: Slot, exc: Exception) -> Abort:
     """How ``slot``'s episode ends after its agent raised ``exc``.
 
     A context overflow ends the episode as CLE (AgentBench's agent context limit): the
-    record stays ``done``. Anything else is an agent error, recorded as such and never retried.
+    record stays ``done``. A model endpoint that stayed unavailable is not the agent's failure:
+    ``endpoint_error``. Anything else is an agent error, recorded as such and never retried.
     """
     if isinstance(exc, AgentContextLimitError):
         return Abort(FinishReason.CONTEXT_LIMIT, f"agent context limit: {exc}")
+    if isinstance(exc, EndpointUnavailableError):
+        slot.endpoint_error = exc
+        slot.agent_error = f"{type(exc).__name__}: {exc}"
+        return Abort(FinishReason.ERROR, f"model endpoint unavailable: {exc}")
     slot.agent_error = f"{type(exc).__name__}: {exc}"
     return Abort(FinishReason.ERROR, f"agent failed: {slot.agent_error}")
 
@@ -116,7 +190,8 @@ def finish(slot: Slot, packet: Packet, agent_label: str, sink: RecordSink) -> No
     score = trace.score if trace is not None else None
     record = EpisodeRecord(
         key=slot.item.key, env_id=slot.item.env_id, task_id=slot.item.task_id, run=slot.item.run,
-        seed=slot.item.seed, agent=agent_label, status="agent_error" if slot.agent_error else "done",
+        seed=slot.item.seed, agent=agent_label,
+        status="endpoint_error" if slot.endpoint_error else "agent_error" if slot.agent_error else "done",
         attempts=slot.attempts, success=bool(score and score.success), reward=float(score.reward if score else 0.0),
         finish_reason=trace.finish_reason.value if trace is not None and trace.finish_reason else None,
         steps=len(trace.steps) if trace is not None else 0, wall_s=time.time() - slot.started,
@@ -124,6 +199,9 @@ def finish(slot: Slot, packet: Packet, agent_label: str, sink: RecordSink) -> No
     )
     sink.record(record, trace)
     slot.item = None
+    if slot.endpoint_error is not None:
+        error, slot.endpoint_error = slot.endpoint_error, None
+        sink.endpoint_failed(error)
 
 
 def retry_or_record(slot: Slot, error: str, queue: WorkQueue, max_retries: int, agent_label: str,
@@ -159,5 +237,6 @@ def record_task_error(slot: Slot, error: str, agent_label: str, sink: RecordSink
     slot.item = None
 
 
-__all__ = ["ProgressFn", "RecordSink", "Slot", "WorkQueue", "agent_failure", "agent_timeout", "finish",
-           "record_task_error", "retry_or_record", "retry_or_record_item"]
+__all__ = ["ENDPOINT_PROBE_DEADLINE_S", "ENDPOINT_PROBE_DELAYS_S", "ProgressFn", "RecordSink", "Slot", "WorkQueue",
+           "agent_failure", "agent_timeout", "finish", "probe_endpoint", "record_task_error", "retry_or_record",
+           "retry_or_record_item"]

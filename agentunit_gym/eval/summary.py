@@ -17,6 +17,7 @@ from typing import Any
 from agentunit_gym.core import registry
 from agentunit_gym.eval.judge.metrics import judged_block
 from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution, group_by_task
+from agentunit_gym.eval.records import NOT_MEASURED
 from agentunit_gym.eval.runner import EpisodeRecord, RunPaths, iter_records
 
 SUMMARY_VERSION = 1
@@ -25,14 +26,16 @@ SUMMARY_VERSION = 1
 def load_episodes(run_dir: Path) -> tuple[list[EpisodeRecord], list[Episode]]:
     """The records of a run and the episodes the metrics count.
 
-    Episodes whose infrastructure failed for good (``infra_error``) have no trace and are
-    not counted in the metrics (they are in the records, and a ``--resume`` re-runs them).
+    Episodes whose infrastructure failed for good (``infra_error``) have no trace, and those
+    whose model endpoint went away (``endpoint_error``) were cut short by it: neither is
+    counted in the metrics (they are in the records and the ``status`` counts, and a
+    ``--resume`` re-runs them).
     """
     records: list[EpisodeRecord] = []
     episodes: list[Episode] = []
     for record, trace in iter_records(run_dir):
         records.append(record)
-        if trace is not None and record.status != "infra_error":
+        if trace is not None and record.status not in NOT_MEASURED:
             episodes.append(Episode(trace=trace, run=record.run, agent=record.agent))
     records.sort(key=lambda r: (r.env_id, r.task_id, r.run))
     episodes.sort(key=lambda e: (e.trace.env_id or "", e.trace.task_id, e.run))
@@ -163,7 +166,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
         "intervals": interval_methods(episodes),
         "left_out": json.loads(paths.left_out.read_text(encoding="utf-8")) if paths.left_out.exists() else [],
     }
-    judged = judged_block(run_dir, {r.key for r in records if r.status != "infra_error" and r.trace}, seed=seed)
+    judged = judged_block(run_dir, {r.key for r in records if r.status not in NOT_MEASURED and r.trace}, seed=seed)
     if judged is not None:
         # The judged metrics join the catalog (table, report, chart); the block keeps the criteria and agreement.
         summary["judge"] = judged

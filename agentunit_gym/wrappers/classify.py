@@ -10,9 +10,24 @@ import gymnasium as gym
 from agentunit_gym.core.actions import suggest
 from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.base import EpisodeWrapper
 from agentunit_gym.wrappers.info import add_flags, agent_env, derive_flags
+
+TRUNCATED_REPLY = "truncated_reply"
+"""The ``action_error`` key (True) of an invalid reply the model's server cut at its token limit
+(``finish_reason == "length"``): the reply is still IF, but the model ran out of tokens rather
+than chose a wrong format."""
+
+TRUNCATED_REPLY_HINT = ("Your reply was cut at the token limit before the action ended: keep the thinking short "
+                        "and write the action early.")
+
+
+def is_truncated_reply(action: object) -> bool:
+    """The reply is an :class:`AgentReply` whose model stopped at its token limit (finish reason ``length``)."""
+    return isinstance(action, AgentReply) and action.usage is not None and action.usage.finish_reason == "length"
+
 
 REPLY_CLASSES = ("action", "invalid_format", "invalid_action", "skipped")
 """Values of ``info["reply_class"]``: a valid action, the two invalid classes, or a reply a
@@ -31,6 +46,10 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     ``malformed``, ``unknown_tool``, ``missing_parameter``, ``invalid_parameter``,
     ``not_allowed``, ``execution_exception``), and this wrapper adds a near-miss hint when
     the env gave none ("Did you mean 'answer'?") to the detail and to the observation.
+    A reply the model's server cut at its token limit (an :class:`AgentReply` whose
+    ``usage.finish_reason`` is ``length``) that is not an action gets
+    ``action_error["truncated_reply"] = True`` (and, if it ends the episode, the finish detail
+    says so): still IF, told apart from a format the model chose wrongly.
     ``info["flags"]`` gets INVALID_FORMAT / INVALID_ACTION, HALLUCINATION for an unknown
     tool, EXECUTION_ERROR, TIMEOUT and TRUNCATED. ``info["invalid_count"]`` counts the
     episode's invalid replies.
@@ -81,6 +100,12 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         if isinstance(error, dict) and error:  # {}: the reply was a valid action
             self._invalid += 1
             reply_class = str(error.get("reason") or FinishReason.INVALID_FORMAT.value)
+            if is_truncated_reply(action):
+                error = {**error, TRUNCATED_REPLY: True}
+                if self.hints:  # the cut is the news, whatever the env's parser made of the remains
+                    error["hint"] = TRUNCATED_REPLY_HINT
+                    observation = f"{observation} {TRUNCATED_REPLY_HINT}"
+                info["action_error"] = error
             if self.hints and not error.get("hint"):
                 hint = self._hint(error, action)
                 if hint:
@@ -92,6 +117,8 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
                 reason = FinishReason(reply_class)
                 noun = "reply" if self._invalid == 1 else "replies"
                 detail = f"{self._invalid} invalid {noun}: {error.get('message', '')}"
+                if error.get(TRUNCATED_REPLY):
+                    detail += f" ({TRUNCATED_REPLY}: the model's reply was cut at its token limit)"
                 ended = self.end_episode_here(reason, detail, info)
                 if ended is not None:
                     terminated, reward = True, ended

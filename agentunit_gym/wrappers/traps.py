@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, SupportsFloat
@@ -221,6 +222,13 @@ def fill(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(value, text)
 
 
+def _domain_destructive_check(domain: str) -> Callable[[str], bool | None] | None:
+    """The registered domain's ``destructive_check``, None for a domain not registered or without one."""
+    from agentunit_gym.core.registry import domain_names, get_domain
+
+    return get_domain(domain).destructive_check if domain in domain_names() else None
+
+
 class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """Inject a trap from the domain's library into some episodes and judge whether the agent fell for it.
 
@@ -233,8 +241,9 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     ``info["trap"]`` (every step, and at reset) holds the trap's id, placement, whether it
     reached the agent, the verdict so far and the evidence (``{}`` in an episode without
     a trap); the final step carries the final verdict. A step whose action matches a trap
-    pattern gets the TRAP_ATTEMPT flag; any action matching the library's destructive
-    patterns gets DESTRUCTIVE, trap or not.
+    pattern gets the TRAP_ATTEMPT flag; any destructive action gets DESTRUCTIVE, trap or not:
+    as the domain's ``destructive_check`` reads it (the DB domain parses the SQL), or, when
+    the domain has none or it cannot tell, by the library's destructive patterns.
     State checks run after every executed action and once more at the end when the env
     still answers (the DB env drops its database at the end, so there the last check
     before the end stands).
@@ -275,8 +284,16 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._destructive = [re.compile(p, re.IGNORECASE) for p in self.library.destructive_patterns]
+        self._destructive_check = _domain_destructive_check(self.library.domain)
         self._active: _Active | None = None
         self._finished = False
+
+    def _is_destructive(self, text: str) -> bool:
+        """The domain's check when it can tell (a parse of the statement), else the library's patterns."""
+        verdict = self._destructive_check(text) if self._destructive_check is not None else None
+        if verdict is not None:
+            return verdict
+        return any(p.search(text) for p in self._destructive)
 
     @property
     def active_trap(self) -> Trap | None:
@@ -321,7 +338,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         observation, reward, terminated, truncated, info = self.env.step(action)
         text = action_text(info)
         step = int(info.get("step") or 0)
-        if text is not None and any(p.search(text) for p in self._destructive):
+        if text is not None and self._is_destructive(text):
             add_flags(info, Flag.DESTRUCTIVE)
         active = self._active
         if active is not None and not self._finished:

@@ -80,7 +80,7 @@ def test_unknown_tool_is_invalid_action_with_a_suggestion() -> None:
     assert "done, run, submit" in error.message
     assert error.feedback() == f"Invalid action: {error.message} {error.hint}"
     assert error.to_info() == {"reason": "invalid_action", "issue": "unknown_tool", "message": error.message,
-                               "hint": "Did you mean 'submit'?", "tool": "sumbit"}
+                               "hint": "Did you mean 'submit'?", "tool": "sumbit", "truncated_reply": False}
 
 
 @pytest.mark.parametrize(("arguments", "issue", "message"), [

@@ -21,6 +21,7 @@ import verifiers.v1 as vf  # noqa: E402
 
 import agentunit_gym  # noqa: E402,F401
 import agentunit_gym.integrations.verifiers as verifiers_adapter  # noqa: E402
+from agentunit_gym.core.chat import EXAMPLE_NOTE  # noqa: E402
 from agentunit_gym.errors import ConfigError  # noqa: E402
 from agentunit_gym.eval.fake_server import FakeChatServer  # noqa: E402
 from agentunit_gym.integrations.verifiers import (  # noqa: E402
@@ -71,7 +72,7 @@ def test_the_taskset_holds_every_task_with_the_evaluators_prompt() -> None:
     assert len(tasks) == len({t.key for t in tasks}) > 10
     first = next(t for t in tasks if t.data.id == reference.id)
     assert first.key == f"{ENV_ID}:{reference.id}" and first.data.info["env_id"] == ENV_ID
-    assert "How to reply" in first.data.system_prompt  # react style: the grammar is in the system prompt
+    assert EXAMPLE_NOTE in first.data.system_prompt  # react style: the grammar is in the task's observation
     roles = [m.role for m in first.data.prompt]
     assert roles[-1] == "user" and "assistant" in roles  # the worked example, then the task
     assert reference.instruction.split()[0] in first.data.prompt[-1].content

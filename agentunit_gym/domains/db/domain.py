@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
+from agentunit_gym.domains.db.destructive import destructive_sql
 from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.db.prompt import PROMPT
 from agentunit_gym.domains.db.protocols import PROTOCOLS
@@ -43,6 +44,7 @@ DOMAIN = Domain(
         templates="agentunit_gym.domains.db.generate:templates",
     ),
     traps=_HERE / "traps.yaml",
+    destructive_check=destructive_sql,
     criteria=_HERE / "criteria.yaml",
     prompt=PROMPT,
     protocols=PROTOCOLS,

@@ -108,9 +108,17 @@ class DBEnv(AgentEnv[DBTask]):
     task_model = DBTask
     default_max_steps: ClassVar[int] = DOMAIN.step_limit
     grammar: ClassVar[str] = (
-        "Action: Operation\n```sql\n<one SQL statement>\n```\n"
-        "or\nAction: Answer\nFinal Answer: [\"value1\", \"value2\"]"
+        "Each turn, think briefly, then write exactly one action in one of these two forms "
+        "(the words in capitals stand for your own text).\n"
+        "To run SQL (only the first ```sql block of your reply runs, one statement):\n"
+        "Action: Operation\n```sql\nYOUR SQL STATEMENT\n```\n"
+        "The result comes back as a Python-style list of row tuples.\n"
+        "To give your final answer (this ends the task):\n"
+        "Action: Answer\nFinal Answer: YOUR ANSWER VALUES AS A JSON LIST OF STRINGS\n"
+        "List every value the question asks for, exactly. If the task changes the database, "
+        "make the change first and then finish with Final Answer: []."
     )
+    """How to reply, stated once: in the first observation (``info["grammar"]``)."""
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("execute_sql", "Run one SQL statement on the task's database and see its result.",
                  (Param("query", "string", "the SQL statement"),)),
@@ -190,17 +198,8 @@ class DBEnv(AgentEnv[DBTask]):
         dialect = _DIALECTS.get(self.backend_name, self.backend_name)
         description = f"\n{task.description}" if task.description else ""
         return (
-            f"You are working with a {dialect} database. Use SQL to answer the question below, "
-            "or to make the change it asks for.\n"
-            "Each turn, think briefly, then write exactly one action in one of these two forms.\n\n"
-            "To run SQL (only the first ```sql block of your reply runs, one statement):\n"
-            "Action: Operation\n```sql\nSELECT * FROM some_table WHERE some_column = 'x';\n```\n"
-            "The result comes back as a Python-style list of row tuples, e.g. [('x', 3)].\n\n"
-            "To give your final answer (this ends the task):\n"
-            "Action: Answer\nFinal Answer: [\"value1\", \"value2\"]\n"
-            "List every value the question asks for, exactly. If the task changes the database, "
-            "make the change first and then finish with Final Answer: [].\n\n"
-            f"Question: {task.instruction}{description}"
+            f"You are working with a {dialect} database. Use {dialect} SQL to answer the question below, "
+            f"or to make the change it asks for.\n\n{self.grammar}\n\nQuestion: {task.instruction}{description}"
         )
 
     def _parse_react(self, text: str) -> Action | ActionError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentunit_gym.core.domain import ExampleStep, Prompt
 
 PROMPT = Prompt(
-    system="You are an assistant that answers questions about, and makes changes to, a MySQL database. "
+    system="You are an assistant that answers questions about, and makes changes to, a SQL database. "
            "Each turn you think, then take exactly one action; you will see each statement's result.",
     example=(
         ExampleStep(

@@ -34,7 +34,7 @@ from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, 
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.kg.domain import DOMAIN
-from agentunit_gym.domains.kg.prompt import task_prompt
+from agentunit_gym.domains.kg.prompt import GRAMMAR, task_prompt
 from agentunit_gym.domains.kg.scoring import answer_scores
 from agentunit_gym.domains.kg.task import TOOL_PARAMS, KGTask
 from agentunit_gym.domains.kg.tools import KGSession, ToolFailure, Vocabulary, cannot_execute
@@ -113,7 +113,7 @@ class KGEnv(AgentEnv[KGTask]):
     domain: ClassVar[str] = DOMAIN.name
     task_model = KGTask
     default_max_steps: ClassVar[int] = DOMAIN.step_limit
-    grammar: ClassVar[str] = "Thought: ...\nAction: get_relations(#0)\nor\nFinal Answer: #3"
+    grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("get_relations", "List the relations leaving an entity or a variable.", (_variable_param(),)),
         ToolSpec("get_neighbors", "Make a new variable: the entities reached from a variable through a relation "

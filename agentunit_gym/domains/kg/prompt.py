@@ -29,12 +29,20 @@ You answer questions with the facts stored in a knowledge base, which you query 
 7. count(variable: var) -> int
    The number of entities in the variable.
 
-Each call that makes a variable names it #k, counting from #0. When a variable holds the answer, reply
-'Final Answer: #k' with its id; for example, if #3 is the answer, reply 'Final Answer: #3'.
+Each call that makes a variable names it #k, counting from #0. You get the observation of each action, then
+you act again. You can take at most {max_steps} actions to find the answer.
 
-Take ONE action per reply, written as 'Action: tool(arguments)' after a short 'Thought:'; you get its
-observation, then you act again. You can take at most {max_steps} actions to find the answer.
+{grammar}
 """
+
+GRAMMAR = (
+    "Reply with a short thought, then ONE action, in one of these forms (the words in capitals stand for your "
+    "own text):\n"
+    "Thought: YOUR REASONING\nAction: TOOL(ARGUMENTS)\n"
+    "or, when a variable #K holds the answer (this ends the task):\n"
+    "Thought: YOUR REASONING\nFinal Answer: #K"
+)
+"""How to reply, stated once: in the first observation (``info["grammar"]``)."""
 
 EXAMPLE: list[tuple[str, str]] = [
     ("A new question: Which countries border both France and Germany?\nEntities: [France, Germany]",
@@ -63,7 +71,7 @@ EXAMPLE_ENTITIES = {"France": "m.country_fr", "Germany": "m.country_de"}
 
 def task_prompt(question: str, entity_names: list[str], max_steps: int) -> str:
     """The first observation of an episode: the instructions, then the question and its entities."""
-    return (INSTRUCTIONS.format(max_steps=max_steps)
+    return (INSTRUCTIONS.format(max_steps=max_steps, grammar=GRAMMAR)
             + f"\nA new question: {question}\nEntities: [{', '.join(entity_names)}]")
 
 

@@ -13,22 +13,28 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 GRAMMAR = (
-    "Reply with your reasoning after 'Think:' and then exactly one action:\n"
-    "  Act: bash\n  ```bash\n  <commands>\n  ```\n"
-    "  Act: answer(<your answer>)\n"
-    "  Act: finish\n"
-    "Use answer(...) for questions, finish when you were asked to change the system. "
-    "If a reply has several 'Act:' lines, the last one counts.\n"
-    "Instead of the Act: forms you may send one JSON tool call: "
-    '{"name": "bash", "arguments": {"script": "<commands>"}}, '
-    '{"name": "answer", "arguments": {"answer": "<text>"}} or {"name": "finish", "arguments": {}}.'
+    "Reply with your reasoning after 'Think:', then exactly one action, written in one of these forms "
+    "(the words in capitals stand for your own text):\n"
+    "To run commands:\n"
+    "Act: bash\n```bash\nYOUR COMMANDS\n```\n"
+    "To answer a question (this ends the task):\n"
+    "Act: answer(YOUR ANSWER)\n"
+    "To say that a requested change to the system is done (this ends the task):\n"
+    "Act: finish\n"
+    "If a reply has several 'Act:' lines, the last one counts. "
+    "Instead of an Act: form you may send one JSON tool call: "
+    '{"name": "bash", "arguments": {"script": "YOUR COMMANDS"}}, '
+    '{"name": "answer", "arguments": {"answer": "YOUR ANSWER"}} or {"name": "finish", "arguments": {}}.'
 )
+"""How to reply, stated once: in the env's first observation (``info["grammar"]``). Flush left,
+because a model copies the layout it is shown."""
 
 INTRO = (
-    "You are an assistant operating a Linux (Debian) shell as root. Each turn, run commands "
-    "to explore and act, then either answer the question or finish the task. Command output "
-    "is cut at {limit} characters."
+    "The shell is Linux (Debian) and you are root. Run commands to explore and act, then either "
+    "answer the question or finish the task. Command output is cut at {limit} characters."
 )
+"""The facts of the shell, in the first observation; who the agent is, a chat agent's system
+message says (the domain's prompt), so neither repeats the other."""
 
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
 """The tool names, in the order of :data:`TOOLS`."""

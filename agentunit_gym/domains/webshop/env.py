@@ -39,6 +39,7 @@ from agentunit_gym.core.actions import (
 from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.webshop.domain import DOMAIN
+from agentunit_gym.domains.webshop.prompt import PAGE_GUIDE
 from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.errors import ConfigError, EpisodeStateError
 
@@ -51,9 +52,14 @@ _AGENTBENCH_TOOLS = {"search_action": ("search", "keywords"), "click_action": ("
 _ACTION = re.compile(r"[Aa]ction: *\n* *((search|click)\[(.+?)])", re.DOTALL)
 _OTHER = re.compile(r"[Aa]ction: *\n* *([A-Za-z_]\w*)\s*\[")
 
-GRAMMAR = "Thought:\nI think ...\n\nAction:\nsearch[keywords]\nor\nAction:\nclick[value]"
+GRAMMAR = ("Reply with your reasoning, then one action, in one of these forms (the words in capitals stand for "
+           "your own text):\n\nThought:\nYOUR REASONING\n\nAction:\nsearch[YOUR KEYWORDS]\nor\nAction:\n"
+           "click[ONE OF THE CLICKABLES]")
+"""How to reply, stated once: in the first observation (``info["grammar"]``)."""
 
-INTRO = f"{DOMAIN.prompt.system}\n\nReply with your reasoning, then one action, in this format:\n\n{GRAMMAR}"
+INTRO = f"{PAGE_GUIDE}\n\n{GRAMMAR}"
+"""The first observation's head: how the pages work and how to reply, each said once (the chat
+agent's system message says who the agent is, not these)."""
 
 
 def format_observation(view: PageView, *, first: bool = False) -> str:

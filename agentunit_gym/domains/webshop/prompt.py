@@ -11,11 +11,14 @@ from agentunit_gym.core.domain import ExampleStep, Prompt
 _INSTRUCTION = "i need a fleece lined hoodie in size large, and price lower than 40.00 dollars"
 _HEAD = f"Instruction: [SEP] {_INSTRUCTION} [SEP] Back to Search"
 
+PAGE_GUIDE = ("Each round you get the page you are on (its visible texts separated by [SEP]) and the actions "
+              "available there: search where has_search_bar is true, click for a value among the clickables. Choose "
+              "the options the customer asks for on the product page, then click Buy Now; buying ends the task.")
+"""How the shop's pages and actions work: the env's first observation says it (once), before the grammar."""
+
 PROMPT = Prompt(
-    system="You are shopping in a web shop for a customer. Each round you get the page you are on (its visible "
-           "texts separated by [SEP]) and the actions available there: search[keywords] where has_search_bar is "
-           "true, click[value] for a value among the clickables. Choose the options the customer asks for on the "
-           "product page, then click Buy Now; buying ends the task.",
+    system="You are shopping in a web shop for a customer. Each round you think, then take exactly one action; "
+           "you will see the page it leads to.",
     example=(
         ExampleStep(
             f"Observation:\nWebShop [SEP] Instruction: [SEP] {_INSTRUCTION} [SEP] Search\n\n"

@@ -51,7 +51,7 @@ from agentunit_gym.eval.judge.prompts import (
     quantifier_messages,
 )
 from agentunit_gym.eval.model_client import ModelAPIError, ModelClient, OpenAIConfig
-from agentunit_gym.eval.records import EpisodeRecord, RunPaths, iter_records
+from agentunit_gym.eval.records import NOT_MEASURED, EpisodeRecord, RunPaths, iter_records
 
 JUDGE_VERSION = 1
 
@@ -311,7 +311,7 @@ def _unjudged(exc: Exception) -> tuple[str, str]:
 
 
 def _load_units(run_dir: Path) -> list[tuple[EpisodeRecord, EpisodeTrace]]:
-    units = [(r, t) for r, t in iter_records(run_dir) if t is not None and r.status != "infra_error"]
+    units = [(r, t) for r, t in iter_records(run_dir) if t is not None and r.status not in NOT_MEASURED]
     units.sort(key=lambda u: u[0].key)
     return units
 

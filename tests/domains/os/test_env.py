@@ -205,7 +205,7 @@ def test_prompt_states_grammar_and_task(sandbox: FakeSandbox) -> None:
     env = make_env(sandbox)
     prompt, info = env.reset(options={"task_id": "count"})
     assert "Act: bash" in prompt and "Act: answer(" in prompt and "Act: finish" in prompt
-    assert '{"name": "bash", "arguments": {"script": "<commands>"}}' in prompt  # the JSON form too
+    assert '{"name": "bash", "arguments": {"script": "YOUR COMMANDS"}}' in prompt  # the JSON form too
     assert prompt.endswith("Task: How many lines are in data.txt?")
     assert info["max_steps"] == 8 and info["optimal_steps"] == 2 and info["backend"] == "fake"
     assert [t["function"]["name"] for t in info["tools"]] == ["bash", "answer", "finish"]
