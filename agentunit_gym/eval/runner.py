@@ -68,6 +68,7 @@ from agentunit_gym.eval.routing import (
     env_domain,
     full_env_id,
     network_options,
+    protocol_ending_issues,
     protocol_options,
     task_options,
 )
@@ -245,6 +246,9 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
     options["max_seconds"] = config.episode_timeout_s
     if config.invalid_action != "continue":
         options["invalid_policy"] = config.invalid_action
+        ending = protocol_ending_issues(env_id, config.protocol)
+        if ending is not None:
+            options["ending_issues"] = ending
     if config.protocol != "agentunit":
         options["protocol"] = config.protocol
     if config.trap_rate is not None:

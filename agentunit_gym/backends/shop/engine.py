@@ -3,7 +3,8 @@
 Pages and moves follow WebShop's text environment:
 
 - search page: ``WebShop [SEP] Instruction: [SEP] <instruction> [SEP] Search``; the only
-  page with a search box. ``click[search]`` is not a move (WebShop excludes it).
+  page that lists a search box, but a search is taken from any page, as WebShop's text env
+  takes it. ``click[search]`` is not a move (WebShop excludes it).
 - results: ``Back to Search``, ``Page N (Total results: T)``, ``< Prev`` (after page 1),
   ``Next >`` (while more results follow), then ASIN, title and price of up to 10 products.
 - item: ``Back to Search``, ``< Prev`` (back to the results page), each option group's
@@ -85,14 +86,15 @@ class EmbeddedSession(ShopSession):
     # ------------------------------------------------------------- moves
 
     def search(self, keywords: str) -> MoveResult:
-        if self._page != "search":
-            return self._refuse("there is no search box on this page; click 'Back to Search' first.")
+        if self._page == "done":
+            return self._refuse("the purchase is finished; nothing can be searched.")
         words = " ".join(keywords.lower().split())
         if not words:
             return self._refuse("search needs keywords, e.g. search[red cotton t-shirt].")
         self._keywords = words
         self._results = self._shop.search(words)
         self._page_number = 1
+        self._product, self._options = None, {}  # WebShop's search clears the item and its options
         return self._go("results")
 
     def click(self, value: str) -> MoveResult:
