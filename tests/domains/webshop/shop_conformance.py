@@ -43,8 +43,11 @@ def check_results_paging(backend: ShopBackend, task: WebShopTask, catalog: Catal
     assert second.text.split(SEP)[4:6] == ["< Prev", "Next >"]
     for _ in range(3):
         last = session.click("next >").view
-    assert "Page 5 (Total results: 50)" in last.text and "next >" not in last.clickables
-    assert session.click("Next >").refused is not None
+    assert "Page 5 (Total results: 50)" in last.text and "next >" in last.clickables  # WebShop always shows it
+    past = session.click("Next >").view
+    assert past.text.split(SEP)[3:] == ["Page 6 (Total results: 50)", "< Prev", "Next >"]  # no products
+    assert past.clickables == ("back to search", "< prev", "next >")
+    session.click("< Prev")
     back = session.click("< Prev").view
     assert "Page 4 (Total results: 50)" in back.text
     home = session.click("Back to Search").view
@@ -83,11 +86,7 @@ def check_item_and_sub_pages(backend: ShopBackend, task: WebShopTask, catalog: C
     assert features.text.split(SEP)[4:] == list(product.bullet_points)
     session.click("< prev")
     reviews = session.click("Reviews").view.text.split(SEP)[4:]
-    if product.reviews:
-        assert reviews[:3] == [f'"{product.reviews[0].title}"', str(product.reviews[0].score),
-                               product.reviews[0].body]
-    else:
-        assert reviews == ["No reviews found"]
+    assert reviews == ["No reviews found"]  # as WebShop shows it under AgentBench, whatever the catalog holds
     session.click("< Prev")
     results = session.click("< Prev").view
     assert results.page == "results" and results.options == {}
