@@ -112,9 +112,9 @@ def register(subparsers: Any) -> None:
                         "(AgentBench; the default under --protocol agentbench)")
     p.add_argument("--env-option", dest="env_option", action="append", default=None, metavar="[ENV:]KEY=VALUE",
                    help="an env keyword argument (repeatable): KEY=VALUE for every env of the run that takes KEY, "
-                        "ENV:KEY=VALUE for that env only; VALUE is read as JSON when it parses. E.g. "
-                        "KG-v0:endpoint=http://host:8890/sparql, WebShop-v0:url=http://host:3000, "
-                        "WebShop-v0:webshop_data=/data/webshop. Stored in config.json; a --resume must match it")
+                        "ENV:KEY=VALUE for that env only (an endpoint, a server URL, a data path: the env's "
+                        "docs page lists its options); VALUE is read as JSON when it parses. Stored in "
+                        "config.json; a --resume must match it")
     p.add_argument("--network", action="store_true", default=None,
                    help="give the envs the network (the OS sandboxes; other envs are unaffected). Off by default: "
                         "tasks that need it (package installs, downloads) are then left out and listed")

@@ -27,7 +27,7 @@ import gymnasium as gym
 from agentunit_gym.core.domain import import_object
 from agentunit_gym.errors import ConfigError
 
-_FORM = "[ENV:]KEY=VALUE, e.g. KG-v0:endpoint=http://127.0.0.1:7878/query or max_results=500"
+_FORM = "[ENV:]KEY=VALUE, e.g. max_steps=12, or ENV:url=http://127.0.0.1:3000 for the env ENV alone"
 
 
 def parse_env_option(text: str) -> tuple[str | None, str, Any]:
