@@ -160,3 +160,13 @@ def test_agentbench_protocol_goes_on_after_a_refused_click_and_ends_on_no_action
 def test_invalid_move_option_is_checked(shop_backend: EmbeddedShopBackend) -> None:
     with pytest.raises(ConfigError, match="invalid_move must be 'feedback' or 'same_page'"):
         WebShopEnv(shop_backend=shop_backend, invalid_move="ignore")
+
+
+def test_agentbench_fc_protocol_never_ends_on_an_invalid_reply() -> None:
+    # AgentBench's function-calling WebShop loop answers a reply without a tool call and goes on.
+    from agentunit_gym.eval.config import EvalConfig
+    from agentunit_gym.eval.runner import env_options
+
+    config = EvalConfig(envs=("WebShop-v0",), agent="oracle", protocol="agentbench-fc", invalid_action="terminate")
+    options = env_options(config, "AgentUnit/WebShop-v0")
+    assert options["ending_issues"] == frozenset() and options["invalid_move"] == "same_page"
