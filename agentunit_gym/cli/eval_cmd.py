@@ -86,6 +86,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--invalid-action", choices=["continue", "terminate"], default=None,
                    help="an invalid reply: continue with feedback (default) or terminate the episode "
                         "(AgentBench; the default under --protocol agentbench)")
+    p.add_argument("--env-option", dest="env_option", action="append", default=None, metavar="[ENV:]KEY=VALUE",
+                   help="an env keyword argument (repeatable): KEY=VALUE for every env of the run that takes KEY, "
+                        "ENV:KEY=VALUE for that env only (an endpoint, a server URL, a data path: the env's "
+                        "docs page lists its options); VALUE is read as JSON when it parses. Stored in "
+                        "config.json; a --resume must match it")
     p.add_argument("--network", action="store_true", default=None,
                    help="give the envs the network (the OS sandboxes; other envs are unaffected). Off by default: "
                         "tasks that need it (package installs, downloads) are then left out and listed")
@@ -194,6 +199,15 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         agent_settings["mode"] = "tools"
     agent_settings.update(model_settings(args))
     data = {**stored, **{k: v for k, v in given.items() if v is not None}, "agent_settings": agent_settings}
+    if args.env_option:
+        from agentunit_gym.eval.env_options import resolve_env_options
+        from agentunit_gym.eval.routing import full_env_id
+
+        run_envs = [full_env_id(e) for e in (data.get("envs") or env_ids())]
+        merged = {k: dict(v) for k, v in stored.get("env_options_by_env", {}).items()}
+        for env_id, options in resolve_env_options(args.env_option, run_envs).items():
+            merged.setdefault(env_id, {}).update(options)
+        data["env_options_by_env"] = merged
     if not stored:
         data.setdefault("envs", env_ids())
         data.setdefault("agent", _DEFAULTS["agent"])

@@ -316,9 +316,17 @@ class ProtocolPreset:
     """Keyword arguments for the domain's env under this protocol (e.g. an observation cap)."""
     tools: tuple[ToolAlias, ...] = ()
     """The tool schemas agents see instead of the env's own; empty keeps the env's."""
+    ending_issues: frozenset[str] | None = None
+    """Which invalid replies end the episode under this protocol's ``terminate`` policy, named
+    by their ``info["action_error"]["issue"]`` (``no_call``, ``unknown_tool``, ``not_allowed``
+    ...). None: every invalid reply (the generic rule). The benchmark's own loop decides:
+    AgentBench's KG task answers every failed call with its error text and goes on
+    (``frozenset()``); its WebShop task ends only on a reply with no action it can parse."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_options", _frozen_mapping(self.env_options))
+        if self.ending_issues is not None:
+            object.__setattr__(self, "ending_issues", frozenset(self.ending_issues))
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,9 @@ class EvalConfig(BaseModel):
     step for every copy per turn, as an RL-style loop runs."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
+    env_options_by_env: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Keyword arguments for one env each, by full env id (``--env-option``, e.g. the KG
+    ``endpoint`` or the shop ``url``); they win over :attr:`env_options` and the protocol's."""
     tasks: tuple[str, ...] = ()
     """Task files or folders (``--tasks``; native or a domain loader's format, e.g. AgentBench's
     data), absolute paths. They replace the bundled suite of each domain they hold tasks of;
@@ -92,7 +95,7 @@ class EvalConfig(BaseModel):
     def resume_key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
-                                        "trap_rate", "seed", "env_options", "tasks", "protocol",
+                                        "trap_rate", "seed", "env_options", "env_options_by_env", "tasks", "protocol",
                                         "invalid_action", "network", "full_text"})
 
 

@@ -79,6 +79,14 @@ def protocol_options(env_id: str, protocol: str, explicit: dict[str, Any]) -> di
     return {k: v for k, v in options.items() if k not in explicit}
 
 
+def protocol_ending_issues(env_id: str, protocol: str) -> frozenset[str] | None:
+    """The invalid replies that end an episode of ``env_id`` under ``protocol``'s terminate
+    policy (:attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues`); None for all."""
+    domain = registry.domain_of_env(env_id)
+    preset = domain.protocols.get(protocol) if domain is not None and protocol != "agentunit" else None
+    return None if preset is None else preset.ending_issues
+
+
 def network_options(env_id: str, network: bool) -> dict[str, Any]:
     """``{"network": True}`` when the run asks for the network and ``env_id``'s domain takes it
     (:attr:`~agentunit_gym.core.domain.Domain.network`); else ``{}``: the env is unaffected."""
@@ -116,17 +124,17 @@ def task_domains(paths: Sequence[str]) -> list[str]:
 def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, str]:
     """The standard evaluation stack (``make_eval_env``); the bare env if the stack is missing.
 
-    ``options`` may hold ``max_seconds``, ``trap_rate``, ``invalid_policy`` and ``trace_max_chars`` (for the
-    stack), ``protocol`` (wraps the env in :class:`~agentunit_gym.wrappers.aliases.RenameTools`
-    when the domain's preset of that protocol renames tools) and env keyword arguments such
-    as ``backend``.
+    ``options`` may hold ``max_seconds``, ``trap_rate``, ``invalid_policy``, ``ending_issues`` and
+    ``trace_max_chars`` (for the stack), ``protocol`` (wraps the env in
+    :class:`~agentunit_gym.wrappers.aliases.RenameTools` when the domain's preset of that
+    protocol renames tools) and env keyword arguments such as ``backend``.
     """
     protocol = options.pop("protocol", None)
     try:
         from agentunit_gym.wrappers.stack import make_eval_env
     except ImportError:
         bare = {k: v for k, v in options.items()
-                if k not in ("max_seconds", "trap_rate", "invalid_policy", "trace_max_chars")}
+                if k not in ("max_seconds", "trap_rate", "invalid_policy", "ending_issues", "trace_max_chars")}
         env = gym.make(env_id, **bare)
     else:
         stack_options = {k: v for k, v in options.items() if not (k == "trap_rate" and v is None)}
@@ -141,4 +149,5 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
 
 
 __all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
-           "full_env_id", "network_options", "protocol_options", "registered_env_ids", "task_domains", "task_options"]
+           "full_env_id", "network_options", "protocol_ending_issues", "protocol_options", "registered_env_ids",
+           "task_domains", "task_options"]

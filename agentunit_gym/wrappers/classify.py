@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -57,7 +58,11 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     Policies: ``"continue"`` (AgentUnit's loop: the agent reads the feedback and goes on)
     or ``"terminate"`` (AgentBench: the first invalid reply ends the episode with IF or
     IA, ``terminated=True``). ``max_invalid`` generalises both: end after that many
-    invalid replies in the episode.
+    invalid replies in the episode. ``ending_issues`` narrows which invalid replies count
+    toward ending it (by ``action_error["issue"]``), for a benchmark whose loop goes on after
+    some of them: under ``--protocol agentbench`` the domain's
+    :attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues` says which. The others are
+    still classified, flagged and counted in ``invalid_count``.
 
     Example::
 
@@ -69,14 +74,16 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         policy: ``"continue"`` or ``"terminate"``.
         max_invalid: end the episode at this many invalid replies; overrides ``policy``.
         hints: add near-miss hints.
+        ending_issues: the issues that may end the episode; None for every invalid reply.
 
     Raises:
         ConfigError: an unknown policy or ``max_invalid`` below 1.
     """
 
     def __init__(self, env: gym.Env[str, str], policy: InvalidPolicy = "continue", max_invalid: int | None = None,
-                 hints: bool = True) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, policy=policy, max_invalid=max_invalid, hints=hints)
+                 hints: bool = True, ending_issues: Collection[str] | None = None) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, policy=policy, max_invalid=max_invalid, hints=hints,
+                                                 ending_issues=ending_issues)
         gym.Wrapper.__init__(self, env)
         if policy not in ("continue", "terminate"):
             raise ConfigError(f"policy must be 'continue' or 'terminate', got {policy!r}.")
@@ -85,11 +92,13 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self.policy = policy
         self.max_invalid = max_invalid if max_invalid is not None else (1 if policy == "terminate" else None)
         self.hints = hints
+        self.ending_issues = None if ending_issues is None else frozenset(ending_issues)
         self._tools = sorted(agent_env(env).tool_table)
         self._invalid = 0
+        self._ending = 0  # invalid replies that count toward ending the episode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        self._invalid = 0
+        self._invalid = self._ending = 0
         observation, info = self.env.reset(seed=seed, options=options)
         info["invalid_policy"] = self.policy
         return observation, info
@@ -99,6 +108,8 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         error = info.get("action_error")
         if isinstance(error, dict) and error:  # {}: the reply was a valid action
             self._invalid += 1
+            if self.ending_issues is None or str(error.get("issue", "")) in self.ending_issues:
+                self._ending += 1
             reply_class = str(error.get("reason") or FinishReason.INVALID_FORMAT.value)
             if is_truncated_reply(action):
                 error = {**error, TRUNCATED_REPLY: True}
@@ -113,10 +124,10 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
                     info["action_error"] = error
                     observation = f"{observation} {hint}"
             info["reply_class"] = reply_class
-            if self.max_invalid is not None and self._invalid >= self.max_invalid and not (terminated or truncated):
+            if self.max_invalid is not None and self._ending >= self.max_invalid and not (terminated or truncated):
                 reason = FinishReason(reply_class)
-                noun = "reply" if self._invalid == 1 else "replies"
-                detail = f"{self._invalid} invalid {noun}: {error.get('message', '')}"
+                noun = "reply" if self._ending == 1 else "replies"
+                detail = f"{self._ending} invalid {noun}: {error.get('message', '')}"
                 if error.get(TRUNCATED_REPLY):
                     detail += f" ({TRUNCATED_REPLY}: the model's reply was cut at its token limit)"
                 ended = self.end_episode_here(reason, detail, info)

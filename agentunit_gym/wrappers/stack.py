@@ -13,6 +13,7 @@ Order, from the env outwards (each wrapper sees what the ones below it produced)
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ def make_eval_env(
     token_counter: str | TokenCounter | None = "approx",
     invalid_policy: InvalidPolicy = "continue",
     max_invalid: int | None = None,
+    ending_issues: Collection[str] | None = None,
     loop_repeats: int = 3,
     loop_max_cycle: int = 3,
     on_loop: LoopAction = "flag",
@@ -65,6 +67,8 @@ def make_eval_env(
         token_counter: counter spec for :class:`LimitContext` (``approx``, ``tiktoken``, ``tokenizers:<path>``).
         invalid_policy: ``continue`` (AgentUnit) or ``terminate`` (AgentBench).
         max_invalid: end after this many invalid replies (overrides the policy).
+        ending_issues: the ``action_error`` issues that may end the episode (None: all), the
+            domain's :attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues` under a protocol.
         loop_repeats, loop_max_cycle: loop detection thresholds.
         on_loop: ``flag`` or ``end`` (end as TLE).
         traps: None/True for the domain's bundled library when it has one (False: no trap
@@ -88,7 +92,7 @@ def make_eval_env(
     env: gym.Env[str, str] = gym.make(env_id, **env_options)
     try:
         domain = agent_env(env).domain
-        env = ClassifyActions(env, policy=invalid_policy, max_invalid=max_invalid)
+        env = ClassifyActions(env, policy=invalid_policy, max_invalid=max_invalid, ending_issues=ending_issues)
         library = _trap_library(domain, traps)
         if library is not None:
             ids = traps if isinstance(traps, list) else None

@@ -100,3 +100,26 @@ def test_bad_options() -> None:
         ClassifyActions(ToyEnv(), policy="explode")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         ClassifyActions(ToyEnv(), max_invalid=0)
+
+
+def test_ending_issues_narrow_which_invalid_replies_end_the_episode() -> None:
+    # AgentBench's WebShop loop ends on a reply with no action, and goes on after a move it cannot take.
+    env = ClassifyActions(ToyEnv(max_steps=10), policy="terminate", ending_issues={"no_call"})
+    env.reset(options={"task_id": "t1"})
+    _, _, term, trunc, info = env.step("Act: launch(rockets)")  # unknown_tool: classified, counted, goes on
+    assert not term and not trunc
+    assert info["reply_class"] == "invalid_action" and info["invalid_count"] == 1
+    _, reward, term, _, info = env.step("no action here")  # no_call: ends it
+    assert term and reward == 0.0 and info["finish_reason"] is FinishReason.INVALID_FORMAT
+    assert info["finish_detail"].startswith("1 invalid reply") and info["invalid_count"] == 2
+
+
+def test_empty_ending_issues_never_end_the_episode() -> None:
+    # AgentBench's KG loop answers every invalid reply with its error text and goes on.
+    env = ClassifyActions(ToyEnv(max_steps=3), policy="terminate", ending_issues=frozenset())
+    env.reset(options={"task_id": "t1"})
+    for reply in ("no action here", "Act: launch(rockets)"):
+        _, _, term, trunc, info = env.step(reply)
+        assert not term and not trunc and info["reply_class"] != "action"
+    _, _, term, trunc, info = env.step("still nothing")
+    assert trunc and info["finish_reason"] is FinishReason.TASK_LIMIT and info["invalid_count"] == 3

@@ -75,9 +75,14 @@ class Product:
         return "N.A." if self.rating is None else f"{self.rating:.1f}"
 
     def search_text(self) -> str:
-        """What the search index sees of this product."""
-        options = " ".join(v for values in self.options.values() for v in values)
-        return " ".join((self.title, self.query, " ".join(self.attributes), options))
+        """What the search index sees of this product: WebShop's indexed fields, lowercased.
+
+        The title, the description, the first bullet point and the options written as
+        ``name: v1, v2, and name: v1`` (WebShop's ``search_engine`` documents).
+        """
+        options = ", and ".join(f"{name}: {', '.join(values)}" for name, values in self.options.items())
+        first_bullet = self.bullet_points[0] if self.bullet_points else ""
+        return " ".join((self.title, self.description, first_bullet, options)).lower()
 
 
 class Catalog(ABC):

@@ -3,13 +3,17 @@
 Pages and moves follow WebShop's text environment:
 
 - search page: ``WebShop [SEP] Instruction: [SEP] <instruction> [SEP] Search``; the only
-  page with a search box. ``click[search]`` is not a move (WebShop excludes it).
+  page that lists a search box, but a search is taken from any page, as WebShop's text env
+  takes it. ``click[search]`` is not a move (WebShop excludes it).
 - results: ``Back to Search``, ``Page N (Total results: T)``, ``< Prev`` (after page 1),
-  ``Next >`` (while more results follow), then ASIN, title and price of up to 10 products.
+  ``Next >`` (always, as in WebShop: past the last page it shows a page with no products),
+  then ASIN, title and price of up to 10 products.
 - item: ``Back to Search``, ``< Prev`` (back to the results page), each option group's
   name and values, title, ``Price: ...``, ``Rating: ...``, ``Description``, ``Features``,
   ``Reviews``, ``Buy Now``. Clicking a value chooses it for its group.
-- description / features / reviews: ``Back to Search``, ``< Prev`` (back to the item).
+- description / features / reviews: ``Back to Search``, ``< Prev`` (back to the item). The
+  reviews page shows ``No reviews found``, as WebShop's does in AgentBench's runs: reviews
+  a catalog holds are never shown.
 - ``Buy Now``: the done page, with WebShop's reward.
 
 Clickables are listed lowercased, as WebShop's text env lists them, and clicks compare
@@ -35,6 +39,7 @@ NEXT_PAGE = "Next >"
 PREV_PAGE = "< Prev"
 BACK_TO_SEARCH = "Back to Search"
 SUB_PAGES = ("Description", "Features", "Reviews")
+NO_REVIEWS = "No reviews found"
 
 
 class Shop:
@@ -85,14 +90,15 @@ class EmbeddedSession(ShopSession):
     # ------------------------------------------------------------- moves
 
     def search(self, keywords: str) -> MoveResult:
-        if self._page != "search":
-            return self._refuse("there is no search box on this page; click 'Back to Search' first.")
+        if self._page == "done":
+            return self._refuse("the purchase is finished; nothing can be searched.")
         words = " ".join(keywords.lower().split())
         if not words:
             return self._refuse("search needs keywords, e.g. search[red cotton t-shirt].")
         self._keywords = words
         self._results = self._shop.search(words)
         self._page_number = 1
+        self._product, self._options = None, {}  # WebShop's search clears the item and its options
         return self._go("results")
 
     def click(self, value: str) -> MoveResult:
@@ -164,8 +170,7 @@ class EmbeddedSession(ShopSession):
             buttons = [BACK_TO_SEARCH]
             if self._page_number > 1:
                 buttons.append(PREV_PAGE)
-            if self._page_number * PRODUCT_WINDOW < total:
-                buttons.append(NEXT_PAGE)
+            buttons.append(NEXT_PAGE)
             texts += buttons[1:]
             for hit in shown:
                 texts += [hit.asin, hit.title, hit.price_tag]
@@ -195,11 +200,7 @@ class EmbeddedSession(ShopSession):
         elif page == "features":
             texts += list(product.bullet_points)
         else:
-            if product.reviews:
-                for review in product.reviews:
-                    texts += [f'"{review.title}"', str(review.score), review.body]
-            else:
-                texts.append("No reviews found")
+            texts.append(NO_REVIEWS)
         return self._make(page, texts, [BACK_TO_SEARCH.lower(), PREV_PAGE.lower()])
 
     def _make(self, page: str, texts: list[str], clickables: list[str]) -> PageView:

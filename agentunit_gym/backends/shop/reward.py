@@ -7,18 +7,20 @@ The formula (WebShop's ``engine/goal.py``)::
 - ``n_att``: goal attributes found in the product: a product attribute with
   ``token_set_ratio > 85``, else the attribute as a substring of the title, bullet points
   or description (lowercased).
-- ``n_opt``: purchased options matching a goal option: exact for ``size``, otherwise
-  ``token_set_ratio > 85``, else the purchased value as a substring of title, bullets or
-  description. Colors are normalised first (the first base color a value contains).
+- ``n_opt``: goal options matched by a chosen option: for each goal option, whether any
+  chosen value has ``token_set_ratio > 85`` with it (colors normalised first: the first base
+  color a value contains). Sizes are matched the same fuzzy way (``x-large`` matches
+  ``large``), and nothing is credited from the title or texts. So ``n_opt`` never exceeds
+  the number of goal options and the reward stays in [0, 1].
 - ``r_type``: 1.0; 0.5 when neither the query, nor at least two breadcrumb parts, nor
   more than 20% of the goal title's nouns match; 0.1 when that noun share is under 0.1;
   0.0 when it is 0.
 
-Two differences, both documented in docs/envs/webshop.md: WebShop finds the nouns of a
-title with spaCy's part-of-speech tagger; we take the title's alphabetic words minus
-stopwords, colors and a short list of non-noun title words (no model download).
-WebShop's total can exceed 1 when extra purchased options match the title; we report the
-raw value in ``raw_reward`` and clip the reward to 1.
+One difference, documented in docs/envs/webshop.md: WebShop finds the nouns of a title
+with spaCy's part-of-speech tagger; we take the title's alphabetic words minus stopwords,
+colors and a short list of non-noun title words (no model download). ``token_set_ratio`` is
+thefuzz's pure-Python form (difflib); with python-Levenshtein installed thefuzz scores with
+that library instead, which can differ by a point near the 85 threshold.
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentunit_gym.backends.shop.catalog import Product
-
-EXACT_MATCH_OPTIONS = ("size",)
 
 COLOR_SET: tuple[str, ...] = (
     "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush",
@@ -120,6 +120,7 @@ class RewardBreakdown:
 
     reward: float
     raw_reward: float
+    """The same as ``reward`` (kept for readers of older results, where the reward was clipped)."""
     r_type: float
     query_match: bool
     category_match: bool
@@ -169,16 +170,16 @@ def attribute_matches(product: Product, attributes: tuple[str, ...]) -> int:
     return count
 
 
-def option_matches(product: Product, goal_options: tuple[str, ...], purchased: dict[str, str]) -> int:
-    wanted = [normalize_color(o) for o in goal_options]
+def option_matches(goal_options: tuple[str, ...], purchased: dict[str, str]) -> int:
+    """How many goal options a chosen option matches (WebShop's ``get_option_reward``).
+
+    For each goal option (color-normalised), one match when any chosen value
+    (color-normalised) has ``token_set_ratio > 85`` with it; at most ``len(goal_options)``.
+    """
+    chosen = [normalize_color(v) for v in purchased.values()]
     count = 0
-    for name, raw in purchased.items():
-        value = normalize_color(raw)
-        if name.lower() in EXACT_MATCH_OPTIONS:
-            matched = value in wanted
-        else:
-            matched = any(token_set_ratio(g, value) > 85 for g in wanted)
-        if matched or _in_text(value, product):
+    for wanted in (normalize_color(o) for o in goal_options):
+        if any(token_set_ratio(value, wanted) > 85 for value in chosen):
             count += 1
     return count
 
@@ -196,13 +197,13 @@ def compute_reward(product: Product, goal: GoalSpec, options: dict[str, str],
     paid = product.price if price is None else price
     r_type, query_match, category_match, title_score = type_reward(product, goal)
     n_att = attribute_matches(product, goal.attributes)
-    n_opt = option_matches(product, goal.options, options)
+    n_opt = option_matches(goal.options, options)
     r_price: bool | None = paid <= goal.price_upper if goal.price_upper > 0 else None
     denominator = len(goal.attributes) + len(goal.options) + 1
-    raw = (n_att + n_opt + int(bool(r_price))) / denominator * r_type
+    reward = (n_att + n_opt + int(bool(r_price))) / denominator * r_type
     return RewardBreakdown(
-        reward=min(1.0, raw),
-        raw_reward=raw,
+        reward=reward,
+        raw_reward=reward,
         r_type=r_type,
         query_match=query_match,
         category_match=category_match,

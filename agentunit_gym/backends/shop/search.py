@@ -1,10 +1,16 @@
 """BM25 search over a catalog with bm25s: built once, saved beside the catalog key, memory-mapped.
 
-WebShop searches with a Lucene BM25 index over the products' text and shows the top 50
-hits (``SEARCH_RETURN_N``). We do the same with bm25s (a numpy/scipy BM25): the index of a
-catalog is built on first use (about 6 s for 100k generated products on 2 cores) and saved
-under ``<cache>/webshop/<catalog key>/index``; later processes load it memory-mapped in
-milliseconds. Ties are broken by catalog position, so results are deterministic.
+WebShop searches with a Lucene BM25 index (pyserini) over each product's title,
+description, first bullet point and options, and shows the top 50 hits
+(``SEARCH_RETURN_N``). We index the same fields (:meth:`Product.search_text`) with bm25s (a
+numpy/scipy BM25) in its Lucene variant, with Lucene's default parameters (``k1=1.2``,
+``b=0.75``). What remains different: Lucene's analyzer stems words (Porter) and drops a
+shorter stopword list; we do not stem, drop bm25s' English stopwords, and drop one-character
+tokens. Ties are broken by catalog position, so results are deterministic.
+
+The index of a catalog is built on first use (about 6 s for 100k generated products on
+2 cores) and saved under ``<cache>/webshop/<catalog key>/index-<INDEX_VERSION>``; later
+processes load it memory-mapped in milliseconds.
 
 The cache root is ``$AGENTUNIT_CACHE_DIR`` when set, else ``~/.cache/agentunit-gym``.
 """
@@ -31,6 +37,14 @@ SEARCH_RETURN_N = 50
 """How many hits a search returns (WebShop's value)."""
 
 CACHE_ENV = "AGENTUNIT_CACHE_DIR"
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+"""Lucene's ``BM25Similarity`` defaults, which WebShop's pyserini index uses."""
+
+INDEX_VERSION = "2"
+"""Bump with any change to what is indexed or how (fields, tokens, parameters): a saved index
+of another version is never loaded. 2: WebShop's fields, Lucene's parameters."""
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
@@ -73,9 +87,15 @@ class SearchIndex:
         self._vocab: dict[str, int] = retriever.vocab_dict
         self.size = size
 
+    @property
+    def bm25_parameters(self) -> tuple[float, float, str]:
+        """``(k1, b, method)`` the index was built with (read back from the saved index)."""
+        r = self._retriever
+        return float(r.k1), float(r.b), str(r.method)
+
     @classmethod
     def directory(cls, catalog: Catalog, root: Path | None = None) -> Path:
-        return (root or cache_root()) / "webshop" / catalog.key / "index"
+        return (root or cache_root()) / "webshop" / catalog.key / f"index-{INDEX_VERSION}"
 
     @classmethod
     def open(cls, catalog: Catalog, *, root: Path | None = None, progress: Progress | None = None,
@@ -115,7 +135,7 @@ class SearchIndex:
             corpus.append(tokenize(catalog.product(index).search_text()))
             if progress is not None and (index + 1) % step == 0:
                 progress(index + 1, total)
-        retriever = bm25s.BM25()
+        retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
         retriever.index(corpus, show_progress=False)
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".index-", dir=folder.parent))

@@ -8,6 +8,7 @@ from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerato
 from agentunit_gym.domains.kg.agentbench import collect_agentbench_kg, looks_like_agentbench_kg
 from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.prompt import PROMPT
+from agentunit_gym.domains.kg.protocols import PROTOCOLS
 from agentunit_gym.domains.kg.task import KGTask
 
 _HERE = Path(__file__).parent
@@ -48,4 +49,5 @@ DOMAIN = Domain(
     metrics=METRICS,
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
+    protocols=PROTOCOLS,
 )

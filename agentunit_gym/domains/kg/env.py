@@ -173,9 +173,9 @@ class KGEnv(AgentEnv[KGTask]):
                 # episode would run, find nothing, and score 0 as if the agent had failed.
                 raise EndpointRequiredError(
                     "these KG tasks are about Freebase (AgentBench's knowledge-graph items), and no Freebase "
-                    f"SPARQL endpoint was given. Set {ENDPOINT_ENV}=http://HOST:PORT/sparql (or pass "
-                    "endpoint=... to the env) to a server that holds Freebase, as AgentBench's setup runs it; "
-                    "the bundled graph cannot answer them.")
+                    "SPARQL endpoint was given. Give one that holds Freebase, as AgentBench's setup runs it: "
+                    "`agentunit-gym eval ... --env-option KG-v0:endpoint=http://HOST:PORT/sparql`, endpoint=... "
+                    f"to the env, or {ENDPOINT_ENV}=http://HOST:PORT/sparql; the bundled graph cannot answer them.")
             self._store = open_sparql_backend(backend, endpoint=endpoint, store=bundled_store)
             self._owns_backend = True
         # What a copy in another process reopens: the resolved kind, not "auto".

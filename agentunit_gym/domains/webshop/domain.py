@@ -8,6 +8,7 @@ from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerato
 from agentunit_gym.domains.webshop.goals import goal_family
 from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.prompt import PROMPT
+from agentunit_gym.domains.webshop.protocols import PROTOCOLS
 from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.tasks.loader import LoadResult
 
@@ -62,4 +63,5 @@ DOMAIN = Domain(
     metrics=METRICS,
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
+    protocols=PROTOCOLS,
 )

@@ -3,15 +3,17 @@
 The agent reads WebShop's text-mode page and AgentBench's list of available actions, and
 replies with one action:
 
-- ``search[keywords]`` (tool ``search(keywords)``): only on the search page.
+- ``search[keywords]`` (tool ``search(keywords)``): from any page, as in WebShop's text env
+  (the observation lists a search bar on the search page only).
 - ``click[value]`` (tool ``click(value)``): a value from the clickables, case-insensitive.
   ``click[Buy Now]`` on an item page buys the product and ends the episode (tool
   ``buy_now()`` does the same).
 
 In text, the action is found as AgentBench finds it: the first ``Action:`` followed by
 ``search[...]`` or ``click[...]`` (the brackets end at the first ``]``). A reply without
-one is an invalid format. A click on something the page does not offer, or a search where
-there is no search box, is an invalid action; the feedback lists what can be clicked.
+one is an invalid format. A click on something the page does not offer is an invalid action;
+the feedback lists what can be clicked (``invalid_move="same_page"``, the AgentBench
+protocols' setting: the page again, as WebShop shows it after an action it cannot take).
 
 Reward: WebShop's reward of the purchase in [0, 1]; success means reward 1. Every part
 (type match, attribute and option matches, price) is in ``info["score"]["components"]``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,6 +60,9 @@ GRAMMAR = ("Reply with your reasoning, then one action, in one of these forms (t
            "click[ONE OF THE CLICKABLES]")
 """How to reply, stated once: in the first observation (``info["grammar"]``)."""
 
+INVALID_MOVES = ("feedback", "same_page")
+"""Values of the env's ``invalid_move`` option: what the agent reads after a refused move."""
+
 INTRO = f"{PAGE_GUIDE}\n\n{GRAMMAR}"
 """The first observation's head: how the pages work and how to reply, each said once (the chat
 agent's system message says who the agent is, not these)."""
@@ -66,6 +72,16 @@ def format_observation(view: PageView, *, first: bool = False) -> str:
     """A page as the agent reads it, in AgentBench's layout."""
     head = "The initial observation" if first else "Observation"
     return f"{head}:\n{view.text}\n\nAvailable Actions:\n{json.dumps(view.available_actions(), ensure_ascii=False)}"
+
+
+@dataclass(frozen=True)
+class SamePageRefusal(ActionError):
+    """A refused move whose observation is the page again (WebShop performs nothing)."""
+
+    page: str = ""
+
+    def feedback(self) -> str:
+        return self.page
 
 
 class WebShopEnv(AgentEnv[WebShopTask]):
@@ -78,6 +94,10 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         tasks: the suite: None for the bundled goals, task files or folders, or task specs.
         max_steps: turn limit (default: the task's, else 10 as in AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (AgentBench's policy).
+        invalid_move: what a refused move (a click on something the page does not list)
+            shows: ``"feedback"`` (why, and the available actions) or ``"same_page"`` (the
+            page again, as WebShop does; the AgentBench protocols' setting). Either way it is
+            an invalid action in ``info``.
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
         catalog_size, catalog_seed: the generated catalog (default 100k products, seed 0).
@@ -94,7 +114,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
     default_max_steps: ClassVar[int] = DOMAIN.step_limit
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
-        ToolSpec("search", "Search the shop (only where there is a search bar).",
+        ToolSpec("search", "Search the shop (from any page; it starts over on a new results page).",
                  (Param("keywords", "string", "the search keywords"),)),
         ToolSpec("click", "Click a button, product or option: one of the clickables.",
                  (Param("value", "string", "the clickable's text"),)),
@@ -109,6 +129,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         tasks: TaskSource = None,
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
+        invalid_move: str = "feedback",
         render_mode: str | None = None,
         split: str | None = None,
         catalog_size: int | None = None,
@@ -122,6 +143,10 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         self._session: ShopSession | None = None
         if backend not in ("auto", "embedded", "server"):
             raise ConfigError(f"backend must be 'auto', 'embedded' or 'server', got {backend!r}.")
+        if invalid_move not in INVALID_MOVES:
+            raise ConfigError(f"invalid_move must be 'feedback' or 'same_page', got {invalid_move!r}; "
+                              "pass one of them.")
+        self.invalid_move = invalid_move
         if webshop_data is None and isinstance(tasks, (str, Path)) and DOMAIN.detect_format(tasks) == "webshop":
             webshop_data, tasks = tasks, None  # WebShop's data folder: its goals over its own catalog
         catalog: Catalog | None = None
@@ -201,8 +226,6 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             return action  # parsed outside an episode: nothing to check against
         view = self._session.view
         if action.tool == "search":
-            if not view.has_search_bar:
-                return self._not_here(view, "there is no search bar on this page.", "search")
             if not str(action.arguments["keywords"]).strip():
                 return ActionError(ActionIssue.INVALID_PARAMETER, "search needs keywords.", tool="search")
             return action
@@ -217,8 +240,9 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             return self._not_here(view, "Buy Now is only on a product page.", "buy_now")
         return action
 
-    @staticmethod
-    def _not_here(view: PageView, message: str, tool: str) -> ActionError:
+    def _not_here(self, view: PageView, message: str, tool: str) -> ActionError:
+        if self.invalid_move == "same_page":
+            return SamePageRefusal(ActionIssue.NOT_ALLOWED, message, tool=tool, page=format_observation(view))
         return ActionError(
             ActionIssue.NOT_ALLOWED, message,
             hint=f"Available actions: {json.dumps(view.available_actions(), ensure_ascii=False)}", tool=tool,

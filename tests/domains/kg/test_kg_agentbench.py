@@ -135,4 +135,10 @@ def test_freebase_items_without_an_endpoint_stop_with_the_fix(
     assert code == 2
     err = capsys.readouterr().err
     assert "no Freebase SPARQL endpoint was given" in err and "AGENTUNIT_KG_ENDPOINT" in err
+    assert "--env-option KG-v0:endpoint=http://HOST:PORT/sparql" in err
     assert not (output / "episodes.jsonl").exists()
+    # Given with --env-option, the endpoint reaches the env: the error is now about that server.
+    code = main(["eval", "--env", "KG-v0", "--tasks", str(data_dir / "knowledgegraph"), "--output",
+                 str(tmp_path / "run2"), "--env-option", "KG-v0:endpoint=http://127.0.0.1:9/sparql"])
+    err = capsys.readouterr().err
+    assert "no Freebase SPARQL endpoint was given" not in err and "127.0.0.1:9" in err, err

@@ -220,3 +220,29 @@ def test_the_worked_example_is_true_on_the_bundled_graph() -> None:
         assert terminated and reward == 1.0
     assert [s.tool for s in PROMPT.example] == ["get_relations", "get_neighbors", "get_relations", "get_neighbors",
                                                 "intersection", "final_answer"]
+
+
+def test_agentbench_protocol_answers_every_invalid_reply_and_goes_on(small_store: EmbeddedSPARQL) -> None:
+    # AgentBench's KG loop never ends an episode on an invalid reply: the options `eval --protocol
+    # agentbench` gives a KG env (the domain's preset) keep it going to the turn limit.
+    from agentunit_gym.eval.config import EvalConfig
+    from agentunit_gym.eval.routing import default_env_factory
+    from agentunit_gym.eval.runner import env_options
+
+    config = EvalConfig(envs=("KG-v0",), agent="oracle", protocol="agentbench", invalid_action="terminate")
+    options = env_options(config, "AgentUnit/KG-v0")
+    assert options["ending_issues"] == frozenset() and options["max_steps"] == 15
+    options.update(backend="embedded", tasks=[TASK], sparql_backend=small_store, max_steps=6)
+    env = default_env_factory("AgentUnit/KG-v0", options)
+    try:
+        env.reset(options={"task_id": "small-1"})
+        replies = ["I think I should look around.", "Action: search(Aland)", "Action: get_neighbors(Aland)",
+                   "Final Answer: #7", "Action: get_relations(Aland)"]
+        for reply in replies:
+            obs, _, terminated, truncated, info = env.step(reply)
+            assert not (terminated or truncated), (reply, info.get("finish_reason"))
+        assert obs.startswith("Observation: [location.country.adjoins") and info["invalid_count"] == 4
+        _, reward, _, truncated, info = env.step("No executable function here either.")
+        assert truncated and reward == 0.0 and info["finish_reason"] is FinishReason.TASK_LIMIT
+    finally:
+        env.close()

@@ -13,6 +13,7 @@ from agentunit_gym.backends.shop.engine import EmbeddedShopBackend
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.domains.webshop.env import WebShopEnv
 from agentunit_gym.domains.webshop.task import WebShopTask
+from agentunit_gym.errors import ConfigError
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_agentbench_tool_names_are_accepted(env: WebShopEnv, small_goals: list[W
     assert env.parse_action('{"name": "click_action", "arguments": "{\\"item\\": \\"x\\"}"}').tool == "click"  # type: ignore[union-attr]
 
 
-def test_invalid_click_and_search_are_invalid_actions_listing_clickables(env: WebShopEnv,
+def test_invalid_clicks_are_invalid_actions_listing_clickables(env: WebShopEnv,
                                                                         small_goals: list[WebShopTask]) -> None:
     env.reset(options={"task_id": small_goals[0].id})
     obs, reward, terminated, truncated, info = env.step(react("click[B0NOTHERE1]"))
@@ -76,8 +77,8 @@ def test_invalid_click_and_search_are_invalid_actions_listing_clickables(env: We
     assert '"clickables": ["search"]' in obs and not terminated
     obs, *_, info = env.step(react("search[cotton t-shirt]"))
     assert "Page 1 (Total results: 50)" in obs and info["execution_error"] is False
-    obs, *_, info = env.step(react("search[again]"))
-    assert info["action_error"]["issue"] == "not_allowed" and "no search bar" in obs
+    obs, *_, info = env.step(react("click[B0NOTHERE1]"))
+    assert info["action_error"]["issue"] == "not_allowed" and "is not clickable on this page" in obs
     assert '"has_search_bar": false' in obs and '"back to search"' in obs
     obs, *_, info = env.step('{"name": "click", "arguments": {"value": "Buy Now"}}')
     assert info["action_error"]["issue"] == "not_allowed"  # Buy Now is on item pages only
@@ -125,3 +126,47 @@ def test_registered_env_passes_check_env_and_runs_the_bundled_suite_ids() -> Non
         assert len(env.unwrapped.tasks) >= 500  # type: ignore[attr-defined]
     finally:
         env.close()
+
+
+def test_agentbench_protocol_goes_on_after_a_refused_click_and_ends_on_no_action(
+        shop_backend: EmbeddedShopBackend, small_goals: list[WebShopTask]) -> None:
+    # The options `eval --protocol agentbench` gives a WebShop env, from the domain's preset.
+    from agentunit_gym.eval.config import EvalConfig
+    from agentunit_gym.eval.routing import default_env_factory
+    from agentunit_gym.eval.runner import env_options
+
+    config = EvalConfig(envs=("WebShop-v0",), agent="oracle", protocol="agentbench", invalid_action="terminate")
+    options = env_options(config, "AgentUnit/WebShop-v0")
+    assert options["invalid_move"] == "same_page"
+    assert options["ending_issues"] == frozenset({"no_call", "malformed", "unknown_tool"})
+    options.update(backend="embedded", tasks=small_goals, shop_backend=shop_backend)
+    env = default_env_factory("AgentUnit/WebShop-v0", options)
+    try:
+        first, _ = env.reset(options={"task_id": small_goals[0].id})
+        page = first.split("The initial observation:\n", 1)[1]
+        obs, _, terminated, truncated, info = env.step(react("click[B0NOTHERE1]"))
+        assert not (terminated or truncated) and info["reply_class"] == "invalid_action"
+        assert obs == f"Observation:\n{page}"  # WebShop performs nothing: the same page again
+        obs, _, terminated, _, info = env.step(react("search[cotton t-shirt]"))
+        assert not terminated and "Page 1 (Total results: 50)" in obs
+        obs, _, terminated, _, info = env.step(react("click[Nothing Here]"))
+        assert not terminated and info["invalid_count"] == 2
+        _, reward, terminated, _, info = env.step("I would like to buy a shirt.")  # no action at all
+        assert terminated and reward == 0.0 and info["finish_reason"] is FinishReason.INVALID_FORMAT
+    finally:
+        env.close()
+
+
+def test_invalid_move_option_is_checked(shop_backend: EmbeddedShopBackend) -> None:
+    with pytest.raises(ConfigError, match="invalid_move must be 'feedback' or 'same_page'"):
+        WebShopEnv(shop_backend=shop_backend, invalid_move="ignore")
+
+
+def test_agentbench_fc_protocol_never_ends_on_an_invalid_reply() -> None:
+    # AgentBench's function-calling WebShop loop answers a reply without a tool call and goes on.
+    from agentunit_gym.eval.config import EvalConfig
+    from agentunit_gym.eval.runner import env_options
+
+    config = EvalConfig(envs=("WebShop-v0",), agent="oracle", protocol="agentbench-fc", invalid_action="terminate")
+    options = env_options(config, "AgentUnit/WebShop-v0")
+    assert options["ending_issues"] == frozenset() and options["invalid_move"] == "same_page"

@@ -65,7 +65,7 @@ def test_full_reward_when_everything_matches() -> None:
     r = compute_reward(shirt(), GOAL, {"size": "large", "color": "navy blue"})
     # attributes: cotton (attribute), machine wash (bullet text), slim fit: missing -> 2 of 3.
     assert r.num_attr_matches == 2
-    assert r.num_option_matches == 2  # size exact; navy blue -> blue == blue
+    assert r.num_option_matches == 2  # large ~ large; navy blue -> blue ~ blue
     assert r.r_price is True
     assert r.r_type == 1.0
     # (2 + 2 + 1) / (3 + 2 + 1) = 5/6
@@ -73,14 +73,15 @@ def test_full_reward_when_everything_matches() -> None:
     assert r.w_att == pytest.approx(3 / 6) and r.w_option == pytest.approx(2 / 6) and r.w_price == pytest.approx(1 / 6)
 
 
-def test_partial_credit_wrong_size_and_price_over() -> None:
-    # size is exact-match only: x-large != large, and "x-large" is not in the texts.
+def test_partial_credit_fuzzy_size_wrong_color_and_price_over() -> None:
+    # Sizes are fuzzy too: "x-large" -> tokens {x, large} against {large}: the intersection "large"
+    # equals one side whole, ratio 100 > 85, a match. red against blue: ratio 29, none.
     r = compute_reward(shirt(price=25.0), GOAL, {"size": "x-large", "color": "red"})
-    assert r.num_option_matches == 0  # red is not blue; the title says nothing of red
+    assert r.num_option_matches == 1
     assert r.r_price is False
-    assert r.r_option == 0.0
-    # (2 + 0 + 0) / 6
-    assert r.reward == pytest.approx(2 / 6)
+    assert r.r_option == 0.5
+    # (2 + 1 + 0) / 6
+    assert r.reward == pytest.approx(3 / 6)
 
 
 def test_unchosen_options_earn_nothing() -> None:
@@ -89,11 +90,41 @@ def test_unchosen_options_earn_nothing() -> None:
     assert r.reward == pytest.approx(3 / 6)  # 2 attributes + price
 
 
-def test_option_found_in_the_title_counts() -> None:
-    r = compute_reward(shirt(), GOAL, {"color": "cotton white"})  # fuzzy fails, "white" -> not in title
-    assert r.num_option_matches == 0
-    r = compute_reward(shirt(), GOAL, {"style": "classic"})  # fuzzy fails, but "classic" is in the title
-    assert r.num_option_matches == 1
+ONE_ATTRIBUTE = dict(asin="B0TEST0001", name="Acme Classic T-shirt For Men, Cotton", query="men's t-shirts",
+                     product_category="Clothing, Shoes & Jewelry › Men › Clothing › Shirts › T-Shirts",
+                     attributes=("cotton",), price_upper=20.0)
+"""A goal with one attribute the shirt has (cotton) and a price it meets: each case below varies
+the goal options alone, so the reward is (1 + n_opt + 1) / (1 + |goal options| + 1)."""
+
+
+@pytest.mark.parametrize(("goal_options", "chosen", "n_opt", "reward"), [
+    # WebShop 1.0: token_set_ratio("x-large", "large") = 100 ("large" is one side's whole token set).
+    (("x-large",), {"size": "large"}, 1, 3 / 3),
+    # WebShop 1.0: common "16 of ounce pack" (16 chars) against "16 of ounce pack 6" (18): 2*16/34 -> 94;
+    # the two full strings 2*17/36 -> 94 > 85.
+    (("16 ounce (pack of 2)",), {"size": "16 ounce (pack of 6)"}, 1, 3 / 3),
+    # "32 ounce" against "12 ounce": "ounce 32" / "ounce 12" share 7 of 8 characters: 2*7/16 -> 88 > 85.
+    (("32 ounce",), {"size": "12 ounce"}, 1, 3 / 3),
+    # Colors are normalised before matching: navy blue -> blue.
+    (("navy blue",), {"color": "blue"}, 1, 3 / 3),
+    # WebShop 0.667: red is not blue (29), and the product's title saying "Red" earns nothing.
+    (("blue",), {"color": "red"}, 0, 2 / 3),
+    # A second goal option unmatched: large ~ large, medium against x-small no.
+    (("large", "medium"), {"size": "large", "color": "x-small"}, 1, 3 / 4),
+    # Extra chosen options (one of them a word of the title) add nothing: n_opt counts goal options.
+    (("large",), {"size": "large", "color": "red", "style": "classic"}, 1, 3 / 3),
+    # No option chosen, two wanted.
+    (("large", "blue"), {}, 0, 2 / 4),
+])
+def test_option_reward_is_webshops_per_goal_option_fuzzy_match(goal_options: tuple[str, ...],
+                                                                 chosen: dict[str, str], n_opt: int,
+                                                                 reward: float) -> None:
+    goal = GoalSpec(**ONE_ATTRIBUTE, options=goal_options)  # type: ignore[arg-type]
+    r = compute_reward(shirt(title="Acme Classic Red T-shirt For Men, Cotton"), goal, dict(chosen))
+    assert r.num_attr_matches == 1 and r.r_price is True and r.r_type == 1.0
+    assert r.num_option_matches == n_opt
+    assert r.r_option == pytest.approx(n_opt / len(goal_options))
+    assert r.reward == pytest.approx(reward) and r.raw_reward == r.reward <= 1.0
 
 
 def test_type_reward_half_when_only_a_few_title_nouns_match() -> None:

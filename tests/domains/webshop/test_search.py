@@ -55,6 +55,26 @@ def test_results_are_capped_matching_and_deterministic(small_shop: object) -> No
     assert len(small_shop.index.search("hdmi", k=5)) == 5
 
 
+def test_the_index_holds_webshops_fields_with_lucenes_parameters(small_shop: object) -> None:
+    from agentunit_gym.backends.shop.catalog import Product
+    from agentunit_gym.backends.shop.engine import Shop
+    from agentunit_gym.backends.shop.search import BM25_B, BM25_K1, INDEX_VERSION
+
+    product = Product(asin="B0TEST0001", title="Acme Tee", category="fashion", query="men's t-shirts",
+                      product_category="Clothing", price=9.0, bullet_points=("Soft knit.", "Second bullet."),
+                      description="A Plain Shirt.", attributes=("machine wash",),
+                      options={"size": ("small", "large"), "color": ("red",)})
+    # Title, description, first bullet, options as WebShop writes them; not the query or the attributes.
+    assert product.search_text() == "acme tee a plain shirt. soft knit. size: small, large, and color: red"
+    assert isinstance(small_shop, Shop)
+    assert small_shop.index.bm25_parameters == (BM25_K1, BM25_B, "lucene") == (1.2, 0.75, "lucene")
+    assert SearchIndex.directory(small_shop.catalog).name == f"index-{INDEX_VERSION}"
+    # A description word finds its product; an attribute alone (not indexed) does not rank it by itself.
+    described = small_shop.catalog.product(7)
+    word = max(tokenize(described.description), key=len)
+    assert 7 in small_shop.index.search(f"{word} {described.title}")
+
+
 def test_an_index_of_another_size_is_refused(tmp_path: Path) -> None:
     from agentunit_gym.errors import BackendError
 

@@ -24,6 +24,12 @@ def test_item_and_sub_pages(shop_backend: EmbeddedShopBackend, small_goals: list
     conformance.check_item_and_sub_pages(shop_backend, with_options, small_catalog)
 
 
+def test_search_from_any_page(shop_backend: EmbeddedShopBackend, small_goals: list[WebShopTask],
+                              small_catalog: GeneratedCatalog) -> None:
+    with_options = next(t for t in small_goals if t.goal_options)
+    conformance.check_search_from_any_page(shop_backend, with_options, small_catalog)
+
+
 def test_reference_purchases_earn_one(shop_backend: EmbeddedShopBackend, small_goals: list[WebShopTask]) -> None:
     for task in small_goals[:10]:
         conformance.check_reference_purchase(shop_backend, task)

@@ -47,6 +47,8 @@ def test_conformance_over_http(server_backend: ShopBackend, small_goals: list[We
     conformance.check_results_paging(server_backend, small_goals[0], small_catalog)
     conformance.check_item_and_sub_pages(server_backend, next(t for t in small_goals if t.goal_options),
                                          small_catalog)
+    conformance.check_search_from_any_page(server_backend, next(t for t in small_goals if t.goal_options),
+                                           small_catalog)
     for task in small_goals[:5]:
         conformance.check_reference_purchase(server_backend, task)
 

@@ -1,0 +1,29 @@
+"""``eval --env-option`` as a user runs it: stored in config.json, kept and checked by --resume,
+refused when no env takes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.clitools import cli
+
+
+def test_env_option_is_stored_and_a_resume_must_match_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "1", "--quiet", "--output", str(out),
+               "--env-option", "max_rows_shown=3", "--env-option", "DB-v0:statement_timeout=4.5", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["env_options_by_env"] == {"AgentUnit/DB-v0": {"max_rows_shown": 3, "statement_timeout": 4.5}}
+    again = cli("eval", "--resume", "--output", str(out), "--env-option", "max_rows_shown=3", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr  # the same value: nothing changes
+    other = cli("eval", "--resume", "--output", str(out), "--env-option", "max_rows_shown=5", cwd=tmp_path)
+    assert other.returncode == 2 and "env_options_by_env" in other.stderr
+
+
+def test_an_option_no_env_takes_exits_2_naming_it(tmp_path: Path) -> None:
+    done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "1", "--output", str(tmp_path / "r"),
+               "--env-option", "endpoint=http://127.0.0.1:7878/query", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no env of this run names an option 'endpoint'" in done.stderr
