@@ -83,3 +83,12 @@ def docker_available(timeout: float = 3.0) -> bool:
     except (BackendUnavailableError, MissingDependencyError):
         return False
     return True
+
+
+def docker_absence() -> str:
+    """Why :func:`docker_available` said no, for the note an ``auto`` backend logs (no second probe)."""
+    import importlib.util
+
+    if importlib.util.find_spec("docker") is None:
+        return 'the docker SDK is not installed: pip install "agentunit-gym[docker]"'
+    return "no Docker daemon answers"

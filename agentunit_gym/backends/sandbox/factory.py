@@ -37,7 +37,7 @@ def resolve_kind(kind: str = "auto") -> str:
     if process.docker_available():
         logger.info("sandbox backend: docker (a Docker daemon answers)")
         return "docker"
-    logger.info("sandbox backend: local (no Docker daemon answers; using Linux namespaces)")
+    logger.info("sandbox backend: local (%s; using Linux namespaces)", process.docker_absence())
     return "local"
 
 

@@ -59,7 +59,7 @@ def open_sql_backend(kind: str = "auto", *, dsn: str | None = None, **options: A
     if process.docker_available():
         logger.info("SQL backend: mysql in a container (a Docker daemon answers)")
         return _mysql(None, options)
-    logger.info("SQL backend: sqlite (no Docker daemon answers and no %s is set)", DSN_ENV)
+    logger.info("SQL backend: sqlite (%s, and no %s is set)", process.docker_absence(), DSN_ENV)
     return _sqlite()
 
 
