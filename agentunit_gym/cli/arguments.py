@@ -6,12 +6,17 @@ import argparse
 from typing import Any
 
 
+def _number(text: str, cast: type[int] | type[float], expected: str) -> Any:
+    """``cast(text)``, or the argparse error that says what was ``expected``."""
+    try:
+        return cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1 (``-n``, ``--runs``, ``--concurrency``, ``--max-steps``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = int(_number(text, int, "a whole number"))
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -19,20 +24,15 @@ def positive_int(text: str) -> int:
 
 def fraction(text: str) -> float:
     """A number in [0, 1] (``--trap-rate``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    value = float(_number(text, float, "a number between 0 and 1"))
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1 (a share of episodes), got {value:g}")
     return value
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    """A number above 0 (``--request-timeout``, ``--turn-deadline``: seconds)."""
+    value = float(_number(text, float, "a number of seconds"))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {value:g}")
     return value
