@@ -65,6 +65,13 @@ class Sandbox(ABC):
         caller (docs/sandbox-local.md)."""
         return True
 
+    @property
+    def limits_off(self) -> dict[str, str]:
+        """The resource limits (``memory``, ``cpu``, ``pids``, ``disk``) this sandbox cannot
+        enforce on this host, each with the reason; empty when all apply (docker always).
+        The OS env reports them in ``info["sandbox_limits_off"]``."""
+        return {}
+
     @abstractmethod
     def start(self) -> None:
         """Bring the sandbox up (idempotent). ``run``/``shell`` call it when needed."""

@@ -35,8 +35,11 @@ Layout of one sandbox:
   moved, or something ran in the box's own namespaces), it kills the box's holder and
   continues in a new box (the **warm spare**, built in the background after such a reset).
 
-Process limit: a pids cgroup (``pids.max``) when the pids controller is writable (root on
-cgroup v1/v2 hosts), otherwise ``RLIMIT_NPROC`` on the processes that enter the sandbox,
+Limits (:mod:`~agentunit_gym.backends.sandbox.limits`): a cgroup per sandbox
+(:mod:`~agentunit_gym.backends.sandbox.cgroup`: memory without swap, CPU, pids) where the
+host gives one (root on cgroup v1/v2 hosts, or a delegated cgroup), and a size-bounded
+tmpfs under each box's writable dirs (:mod:`~agentunit_gym.backends.sandbox.box_tmpfs`,
+root only). Without a pids cgroup, ``RLIMIT_NPROC`` on the processes that enter the sandbox,
 counted inside the sandbox's own user namespace (root callers' sandboxes run as an
 unprivileged uid, so it binds them too). After each command, what it left forking past
 ``runaway_budget`` is killed so the next command can run.
@@ -69,8 +72,9 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from agentunit_gym.backends import process
-from agentunit_gym.backends.sandbox import usermap
+from agentunit_gym.backends.sandbox import box_tmpfs, cgroup, usermap
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult, Language, Sandbox
+from agentunit_gym.backends.sandbox.limits import SHM_SIZE, Limits, add_memory_note, resolve_limits
 from agentunit_gym.errors import AgentUnitError, BackendError, BackendTimeoutError, ConfigError, IsolationError
 from agentunit_gym.images.os.supervisor import (
     EXITED_NOTE,
@@ -161,7 +165,7 @@ _USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresui
 # starts with :func:`agent_caps_argv`) and `exec` the shell, which stays PID 1.
 # (`mount -n`: libmount would otherwise leave /run/mount behind in the sandbox's /run.)
 _AGENT_INIT = ('mount -n -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc/tty/driver 2>/dev/null; '
-               'mount -n -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm || exit 97; exec "$@"')
+               f'mount -n -t tmpfs -o nosuid,nodev,mode=1777,size={SHM_SIZE} shm /dev/shm || exit 97; exec "$@"')
 
 _START_TIMEOUT_S = 10.0
 _RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
@@ -404,6 +408,7 @@ def _ns_pgid(pid: int) -> int | None:
 
 def _rmtree(path: Path) -> None:
     """Remove a tree the sandbox may have made unreadable (chmod 000 dirs)."""
+    box_tmpfs.unmount_under(path)  # [limits] a box's bounded tmpfs goes first (its files with it)
     def fix(func: object, p: str, exc: object) -> None:
         with contextlib.suppress(OSError):
             os.chmod(p, 0o700)
@@ -688,7 +693,7 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
     return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
             "--proc", "/proc", "--tmpfs", "/proc/tty/driver", "--remount-ro", "/proc/tty/driver",
-            "--dev", "/dev", "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
+            "--dev", "/dev", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
 
 
 def _mount_points(pid: int) -> frozenset[str]:
@@ -787,68 +792,6 @@ def detect_isolation(preferred: Isolation = "auto") -> Literal["bwrap", "unshare
     return None
 
 
-class _PidsCgroup:
-    """A pids cgroup for one sandbox, when the controller is writable by us."""
-
-    def __init__(self, path: Path, limit: int) -> None:
-        self.path = path
-        path.mkdir()
-        (path / "pids.max").write_text(str(limit))
-        self.procs_file = str(path / "cgroup.procs")
-
-    @classmethod
-    def create(cls, limit: int) -> _PidsCgroup | None:
-        name = f"agentunit_gym-{os.getpid()}-{secrets.token_hex(4)}"
-        for base in cls._candidate_parents():
-            try:
-                return cls(base / name, limit)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    (base / name).rmdir()
-        return None
-
-    @staticmethod
-    def _candidate_parents() -> Iterator[Path]:
-        v1 = Path("/sys/fs/cgroup/pids")
-        if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
-            yield v1
-        # cgroup v2: a child of our own cgroup, if it delegates the pids controller.
-        try:
-            own = next(line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
-                       if line.startswith("0::"))
-        except (OSError, StopIteration):
-            return
-        for mount in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
-            parent = mount / own.lstrip("/")
-            try:
-                if "pids" in (parent / "cgroup.subtree_control").read_text().split() and os.access(parent, os.W_OK):
-                    yield parent
-            except OSError:
-                continue
-
-    def pids(self) -> list[int]:
-        try:
-            return [int(x) for x in Path(self.procs_file).read_text().split()]
-        except OSError:
-            return []
-
-    def remove(self, deadline: float) -> None:
-        while True:
-            for pid in self.pids():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    logger.warning("could not remove cgroup %s (processes still exiting)", self.path)
-                    return
-                time.sleep(0.01)
-
-
 _RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
 """Signals a shell started in the background inherits ignored (``nohup``, ``cmd &`` without job control)."""
 
@@ -883,7 +826,12 @@ class LocalSandbox(Sandbox):
             ``none`` (no isolation at all; needs ``allow_unisolated=True``).
         allow_unisolated: run commands directly on the host when no isolation works. Only
             for trusted agents on throwaway machines: nothing protects the host then.
-        pids_limit: the most processes the sandbox may have at once.
+        pids_limit: the most processes the sandbox may have at once (default 512).
+        memory: what the agent's processes may use: bytes or Docker's syntax (``"256m"``,
+            ``"1g"``; default 1 GiB). Swap is off. Needs a cgroup (see :attr:`limits_off`).
+        cpus: CPU time in cores (default 1).
+        disk: what an episode may write to the writable dirs (default 1 GiB); past it,
+            "No space left on device". Needs root (see :attr:`limits_off`).
         runaway_budget: most processes one shell command may leave running; when what it left
             keeps forking past this (a fork bomb), all of it is killed once the command returns
             or times out, so the next command can run. A few deliberate background jobs survive.
@@ -905,7 +853,9 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, *, isolation: Isolation = "auto", allow_unisolated: bool = False, pids_limit: int = 512,
                  workdir: str = "/root", env: Mapping[str, str] | None = None, temp_dir: str | None = None,
-                 warm_spare: bool = True, runaway_budget: int = 32, network: bool = False) -> None:
+                 warm_spare: bool = True, runaway_budget: int = 32, network: bool = False,
+                 memory: str | int | None = None, cpus: float | str | None = None,
+                 disk: str | int | None = None) -> None:
         if runaway_budget < 1:
             raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}.")
         if isolation not in ("auto", "bwrap", "unshare", "none"):
@@ -913,13 +863,13 @@ class LocalSandbox(Sandbox):
         if isolation == "none" and not allow_unisolated:
             raise ConfigError("isolation='none' runs agent commands directly on the host; "
                               "pass allow_unisolated=True as well if that is really intended.")
-        if pids_limit < 16:
-            raise ConfigError(f"pids_limit must be at least 16, got {pids_limit}.")
+        # [limits] parsed and checked in one place for both backends
+        self.limits: Limits = resolve_limits(memory=memory, cpus=cpus, pids=pids_limit, disk=disk)
         if not posixpath.isabs(workdir):
             raise ConfigError(f"workdir must be an absolute path, got {workdir!r}.")
         self.isolation_requested: Isolation = isolation
         self.allow_unisolated = allow_unisolated
-        self.pids_limit = pids_limit
+        self.pids_limit = self.limits.pids
         self.runaway_budget = runaway_budget
         self.network = network
         self.workdir = workdir
@@ -934,7 +884,9 @@ class LocalSandbox(Sandbox):
         self._multi_user: bool | None = None  # decided on start (usermap), with the pids cgroup
         self._root: Path | None = None  # our temp dir: one sub-dir per box
         self._etc: Path | None = None  # the /etc template (shared by the process's sandboxes)
-        self._cgroup: _PidsCgroup | None = None
+        self._cgroup: cgroup.BoxCgroup | None = None
+        self._disk_bounded = False  # [limits] each box's dir is a tmpfs of `disk` bytes (box_tmpfs)
+        self._limits_off: dict[str, str] = {}
         self._prlimit: str | None = None
         self._box: _Box | None = None
         self._state: dict[str, _CopyEntry] | None = None  # what a box's writable dirs start with
@@ -951,7 +903,13 @@ class LocalSandbox(Sandbox):
         if self._multi_user is not None:
             return self._multi_user
         return self.isolation_requested != "none" and usermap.user_switching(self.isolation_requested).ok \
-            and any(True for _ in _PidsCgroup._candidate_parents())
+            and cgroup.controller_available("pids")
+
+    @property
+    def limits_off(self) -> dict[str, str]:
+        """The limits this host cannot enforce (``memory``, ``cpu``, ``pids``, ``disk``), each with
+        the reason; empty when all apply. Known after ``start()``."""
+        return dict(self._limits_off)
 
     @property
     def host_dir(self) -> Path | None:
@@ -986,11 +944,16 @@ class LocalSandbox(Sandbox):
                 self._etc = shared_etc_template(parent, self._owner_uid, self.network)
                 if self._owner_uid is not None:
                     os.lchown(self._root, self._owner_uid, self._owner_uid)
-            self._cgroup = _PidsCgroup.create(self.pids_limit)
-            self._prlimit = process.which("prlimit") if self._cgroup is None else None
+            # [limits] the box's cgroup, the bounded tmpfs, and one warning for what is off
+            self._cgroup = cgroup.BoxCgroup.create(self.limits)
+            self._disk_bounded = self.mechanism != "none" and box_tmpfs.can_mount()
+            self._limits_off = cgroup.limits_off(self._cgroup, self._disk_bounded, self.mechanism)
+            cgroup.warn_limits_off(self._limits_off)
+            pids_cgroup = "pids" in self._cgroup.controllers
+            self._prlimit = process.which("prlimit") if not pids_cgroup else None
             self._multi_user = self._decide_multi_user()
             root_unbound = os.geteuid() == 0 and self._owner_uid is None  # unisolated root
-            if self._cgroup is None and (root_unbound or self._prlimit is None):
+            if not pids_cgroup and (root_unbound or self._prlimit is None):
                 logger.warning("local sandbox: no writable pids cgroup and %s, so no process limit applies; "
                                "commands still time out.",
                                "running as root (RLIMIT_NPROC does not bind root)" if root_unbound
@@ -1043,7 +1006,8 @@ class LocalSandbox(Sandbox):
             if spare is not None and spare.exception() is None:
                 self._stop_box(spare.result())
             if self._cgroup is not None:
-                self._cgroup.remove(time.monotonic() + _KILL_TIMEOUT_S)
+                if not self._cgroup.remove(time.monotonic() + _KILL_TIMEOUT_S):
+                    logger.warning("could not remove cgroup %s (processes still exiting)", self._cgroup.dirs)
                 self._cgroup = None
             if self._root is not None:
                 _rmtree(self._root)
@@ -1061,7 +1025,7 @@ class LocalSandbox(Sandbox):
         if self.mechanism == "none":
             return False
         support = usermap.user_switching(self.mechanism or "auto")
-        if support.ok and self._cgroup is None:
+        if support.ok and (self._cgroup is None or "pids" not in self._cgroup.controllers):
             # RLIMIT_NPROC counts per uid: with many users it would no longer bound the sandbox.
             support = usermap.Support(False, "no writable pids cgroup to bound the sandbox's processes")
         logger.debug("local sandbox: %s user: %s", "many" if support.ok else "one", support.reason)
@@ -1126,6 +1090,8 @@ class LocalSandbox(Sandbox):
         assert self._root is not None
         box = _Box(Path(tempfile.mkdtemp(prefix="box-", dir=self._root)))
         try:
+            if self._disk_bounded:  # [limits] every writable dir of the box on one tmpfs of `disk` bytes
+                box_tmpfs.mount(box.dir, self.limits.disk, uid=self._owner_uid)
             (box.dir / "root").mkdir()  # the new root's mount point (unshare path)
             (box.dir / "w").mkdir()
             for d in WRITABLE_DIRS:
@@ -1368,7 +1334,10 @@ class LocalSandbox(Sandbox):
             _drop_xattrs(host)  # a default ACL would shape the next episode's files
             clear(str(host), d.lstrip("/"))
         if trash is not None:
-            self._in_background(_rmtree, trash)
+            if self._disk_bounded:  # [limits] the space is back when reset returns (one tmpfs per box)
+                _rmtree(trash)
+            else:
+                self._in_background(_rmtree, trash)
         return frozenset(kept)
 
     def _current(self) -> _Box:
@@ -1394,11 +1363,11 @@ class LocalSandbox(Sandbox):
         if self.mechanism != "none":
             argv = [*drop_privileges_argv(), *argv]
         new_session = True
-        if self._cgroup is not None:
+        if self._cgroup is not None and self._cgroup.dirs:
             # A session leader that opens a terminal gets it as its controlling terminal: the
             # wrapper does that as well, which saves a `setsid --ctty` process.
-            join = 'echo $$ > "$0" && exec "$@"' if tty is None else 'echo $$ > "$0" && : <>"$1" && shift && exec "$@"'
-            argv = ["/bin/sh", "-c", join, self._cgroup.procs_file, *([] if tty is None else [tty]), *argv]
+            # [limits] the holder is never the OOM killer's choice (the agent's processes keep 0).
+            argv = self._cgroup.join_argv(argv, tty=tty, oom_score_adj=None if in_sandbox else -1000)
         else:
             if tty is not None:
                 argv = ["setsid", "--ctty", *argv]
@@ -1676,7 +1645,10 @@ class LocalSandbox(Sandbox):
         """
         if timeout <= 0 or max_output < 0:
             raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
+        oom_kills = self._cgroup.oom_kills() if self._cgroup is not None else -1  # [limits]
         result = self._shell(command, timeout, max_output)
+        if oom_kills >= 0 and self._cgroup is not None and self._cgroup.oom_kills() > oom_kills:  # [limits]
+            result = add_memory_note(result, self.limits)
         if result.exit_code not in (0, None) and self.mechanism != "none" and not self._multi_user \
                 and any(message in result.output for message in _USER_SWITCH_FAILURES):
             result = dataclasses.replace(result, output=result.output + USER_SWITCH_NOTE)
