@@ -218,8 +218,8 @@ class BoxCgroup:
         """``argv`` behind a tiny ``sh`` wrapper that joins this cgroup, then execs it.
 
         With ``tty``, the wrapper (a session leader) opens that terminal, which makes it the
-        session's controlling terminal. With ``oom_score_adj``, it sets that first (only root
-        may lower it; for the sandbox's holder, which the OOM killer must never choose).
+        session's controlling terminal. With ``oom_score_adj``, it sets that first (for the
+        agent's processes: ``AGENT_OOM_SCORE_ADJ``).
         """
         adj = f"echo {int(oom_score_adj)} > /proc/self/oom_score_adj 2>/dev/null; " if oom_score_adj is not None else ""
         join = adj + 'for f in $0; do echo $$ > "$f" || exit 125; done; '

@@ -3,7 +3,10 @@
 Layout of a container (see docs/sandbox-docker.md):
 
 * ``--network none``, ``--init``, a read-only root, every capability dropped except the
-  few listed in :data:`CAPABILITIES`, pids/memory/CPU limits, log driver ``none``, label
+  few listed in :data:`CAPABILITIES`, pids/memory/CPU limits (:mod:`~agentunit_gym.backends.sandbox.limits`:
+  the container's memory is ``memory + disk``, without swap, since the agent's files are on a
+  tmpfs of ``disk`` bytes), the agent's processes at ``oom_score_adj`` 500 (the
+  supervisor is never the OOM killer's choice: see ``AGENT_OOM_SCORE_ADJ``), log driver ``none``, label
   ``agentunit_gym=1`` and a unique name.
 * Its main process is a small supervisor (``agentunit_gym/images/os/supervisor.py``) that we
   talk to over the attached stdin/stdout, one JSON line each way. It mounts an overlay
@@ -32,6 +35,7 @@ from typing import Any, ClassVar
 from agentunit_gym.backends import process
 from agentunit_gym.backends.images import LABEL
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult, Language, Sandbox
+from agentunit_gym.backends.sandbox.limits import Limits, add_memory_note, resolve_limits
 from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
 
 SUPERVISOR_SOURCE = Path(__file__).resolve().parent.parent.parent / "images" / "os" / "supervisor.py"
@@ -218,19 +222,21 @@ class DockerSandbox(Sandbox):
     Args:
         image: image tag; None builds or reuses the project's OS image (``ensure_image("os")``).
             Any image with python3 and bash works.
-        memory: memory limit (swap included), Docker syntax (``"512m"``).
-        pids_limit: most processes at once (a fork bomb stops there).
+        memory: what the agent's processes may use, bytes or Docker syntax (``"512m"``; default
+            1 GiB). Swap is off. The container's limit is ``memory + disk``: files are in memory.
+        pids_limit: most processes at once (default 512; a fork bomb stops there).
         runaway_budget: most processes one shell command may leave running; when what it left
             keeps forking past this (a fork bomb), all of it is killed once the command returns
             or times out, so the next command can run. A few deliberate background jobs survive.
         network: give the container Docker's default bridge network (and its DNS settings)
             instead of none. Off by default: opt in only for tasks that must reach the
             network (e.g. ``apt-get install`` in an init script).
-        cpus: CPU share, in cores.
+        cpus: CPU share, in cores (default 1).
         pool_size: warm spare containers kept ready for when an in-place reset is not possible.
         client: a Docker SDK client (default: the environment's daemon).
-        tmpfs_size: most bytes an episode may write (the overlay's upper layer, in memory:
-            it also counts against ``memory``).
+        disk: most bytes an episode may write (the overlay's upper layer, a tmpfs; default
+            1 GiB). Past it, "No space left on device" in the agent's shell.
+        tmpfs_size: the former name of ``disk`` (give one of them).
         start_timeout: deadline in seconds for a container to come up.
 
     Raises:
@@ -240,21 +246,23 @@ class DockerSandbox(Sandbox):
 
     kind: ClassVar[str] = "docker"
 
-    def __init__(self, *, image: str | None = None, memory: str = "512m", pids_limit: int = 256, cpus: float = 1.0,
-                 pool_size: int = 1, client: Any | None = None, tmpfs_size: str = "1g",
+    def __init__(self, *, image: str | None = None, memory: str | int | None = None, pids_limit: int = 512,
+                 cpus: float | str | None = None, pool_size: int = 1, client: Any | None = None,
+                 disk: str | int | None = None, tmpfs_size: str | int | None = None,
                  start_timeout: float = _START_TIMEOUT_S, runaway_budget: int = 32, network: bool = False) -> None:
         if runaway_budget < 1:
             raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}")
-        if pids_limit < 16:
-            raise ConfigError(f"pids_limit must be at least 16 (the shell and its tools need some), got {pids_limit}")
         if pool_size < 0:
             raise ConfigError(f"pool_size must be >= 0, got {pool_size}")
-        if cpus <= 0:
-            raise ConfigError(f"cpus must be > 0, got {cpus}")
+        if disk is not None and tmpfs_size is not None:
+            raise ConfigError("give disk= or its former name tmpfs_size=, not both.")
+        self.limits: Limits = resolve_limits(memory=memory, cpus=cpus, pids=pids_limit,
+                                             disk=disk if disk is not None else tmpfs_size)
         self._client = client if client is not None else process.docker_client(timeout=120.0)
         self._image = image
-        self.memory, self.pids_limit, self.cpus, self.pool_size = memory, pids_limit, cpus, pool_size
-        self.tmpfs_size, self.start_timeout, self.runaway_budget = tmpfs_size, start_timeout, runaway_budget
+        self.memory, self.pids_limit, self.cpus = self.limits.memory, self.limits.pids, self.limits.cpus
+        self.pool_size, self.disk = pool_size, self.limits.disk
+        self.start_timeout, self.runaway_budget = start_timeout, runaway_budget
         self.network = network
         self._box: _Container | None = None
         self._pool: list[_Container] = []
@@ -290,14 +298,15 @@ class DockerSandbox(Sandbox):
         host_config = self._client.api.create_host_config(
             network_mode="bridge" if self.network else "none", init=True, read_only=True, cap_drop=["ALL"],
             cap_add=list(CAPABILITIES),
-            pids_limit=self.pids_limit, mem_limit=self.memory, memswap_limit=self.memory,
-            nano_cpus=int(self.cpus * 1e9), tmpfs={"/run/au": "size=4m,mode=700"},
+            pids_limit=self.limits.pids, mem_limit=self.limits.cgroup_memory,
+            memswap_limit=self.limits.cgroup_memory,
+            nano_cpus=int(self.limits.cpus * 1e9), tmpfs={"/run/au": "size=4m,mode=700"},
             log_config=LogConfig(type="none"),  # json-file stalls on large outputs (ARCHITECTURE)
             security_opt=["no-new-privileges"],
         )
         name = f"agentunit-os-{secrets.token_hex(6)}"
-        environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(), "AU_TMPFS_SIZE": self.tmpfs_size,
-                       "AU_PIDS_LIMIT": str(self.pids_limit), "AU_RUNAWAY_BUDGET": str(self.runaway_budget),
+        environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(), "AU_TMPFS_SIZE": str(self.limits.disk),
+                       "AU_PIDS_LIMIT": str(self.limits.pids), "AU_RUNAWAY_BUDGET": str(self.runaway_budget),
                        "AU_NETWORK": "1" if self.network else "0"}
         return _Container(self._client, self.image, host_config, environment, name, self.start_timeout,
                           self.instance_id)
@@ -358,7 +367,8 @@ class DockerSandbox(Sandbox):
         """
         reply = self._current().request({"op": "shell", "cmd": command, "timeout": timeout, "max": max_output},
                                         timeout + _GRACE_S)
-        return _result(reply)
+        result = _result(reply)
+        return add_memory_note(result, self.limits) if reply.get("oom") else result  # [limits]
 
     def run(self, command: str, *, timeout: float = 30.0, language: Language = "bash",
             args: tuple[str, ...] = (), max_output: int = 1 << 20) -> ExecResult:

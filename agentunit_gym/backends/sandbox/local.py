@@ -77,6 +77,7 @@ from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult, 
 from agentunit_gym.backends.sandbox.limits import SHM_SIZE, Limits, add_memory_note, resolve_limits
 from agentunit_gym.errors import AgentUnitError, BackendError, BackendTimeoutError, ConfigError, IsolationError
 from agentunit_gym.images.os.supervisor import (
+    AGENT_OOM_SCORE_ADJ,
     EXITED_NOTE,
     NESTED_KILLED_NOTE,
     SHELL_SETUP,
@@ -1366,8 +1367,8 @@ class LocalSandbox(Sandbox):
         if self._cgroup is not None and self._cgroup.dirs:
             # A session leader that opens a terminal gets it as its controlling terminal: the
             # wrapper does that as well, which saves a `setsid --ctty` process.
-            # [limits] the holder is never the OOM killer's choice (the agent's processes keep 0).
-            argv = self._cgroup.join_argv(argv, tty=tty, oom_score_adj=None if in_sandbox else -1000)
+            # [limits] the agent's processes, not the holder, are the OOM killer's choice.
+            argv = self._cgroup.join_argv(argv, tty=tty, oom_score_adj=AGENT_OOM_SCORE_ADJ if in_sandbox else None)
         else:
             if tty is not None:
                 argv = ["setsid", "--ctty", *argv]

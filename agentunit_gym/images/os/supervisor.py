@@ -160,6 +160,11 @@ def _enter_jail(controlling_tty: bool) -> None:
     namespace's own ``/proc`` over the container's first."""
     for sig in SHIELDED:  # ignored signals survive exec: give the agent's processes the defaults
         signal.signal(sig, signal.SIG_DFL)
+    try:  # [limits] see AGENT_OOM_SCORE_ADJ
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write(str(AGENT_OOM_SCORE_ADJ))
+    except OSError:
+        pass
     if controlling_tty:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         _mount("proc", ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -169,6 +174,31 @@ def _enter_jail(controlling_tty: bool) -> None:
         if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:  # never run the agent with them
             raise OSError(ctypes.get_errno(), f"cannot drop capability {cap}")
     # Root's capabilities after exec are its bounding set: the dropped caps are gone.
+
+
+AGENT_OOM_SCORE_ADJ = 500
+"""``oom_score_adj`` of the agent's processes (its shell, its commands, one-off commands) on
+both backends: at the memory limit the kernel kills one of them, never the supervisor or the
+local box's holder (at 0), whatever their sizes. Raising it needs no privilege (lowering
+below 0 needs CAP_SYS_RESOURCE, which dockerd may lack). Children inherit it, so among the
+agent's processes the biggest goes: the command that ran memory up, not its small shell."""
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+"""Where the container's count of out-of-memory kills is (cgroup v2, v1)."""
+
+
+def oom_kills() -> int:
+    """How many processes the kernel killed at the container's memory limit so far; -1: unknown."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return -1
 
 
 def other_pids() -> list[int]:
@@ -636,6 +666,7 @@ class Shell:
         # What was there when the last command was settled: processes forked since by its
         # background jobs count as new too, so a bomb that started slowly is caught later.
         before = self.settled if self.settled is not None else set(other_pids())
+        kills = oom_kills()  # [limits] the host adds a note when the kernel killed at the memory limit
         nonce, cap = self._send(command, limit)
         self.rejected.clear()
         code: int | None = None
@@ -676,7 +707,7 @@ class Shell:
                 cap.note(f"\n[{killed} processes this command left running were killed: more than "
                          f"{RUNAWAY_BUDGET} were still forking]\n")
         return cap.reply(exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
-                         duration=time.monotonic() - started)
+                         duration=time.monotonic() - started, oom=kills >= 0 and oom_kills() > kills)
 
     def _stop_command(self, cap: Capture, nonce: str) -> str:
         """After a timeout: stop what hangs and get a shell that answers; "done" when one does.
