@@ -40,6 +40,41 @@ HOST_CANARY_DIRS = (Path("/etc"), Path("/root"), Path("/home"), Path("/var/tmp")
 
 FORK_BOMB = ":(){ :|:& };:"
 
+SPAWN_UNTIL_REFUSED = """
+import subprocess
+procs = []
+try:
+    for _ in range(200):
+        procs.append(subprocess.Popen(["sleep", "60"]))
+    print("all", len(procs))
+except OSError as exc:
+    print("refused", len(procs), exc.errno)
+for p in procs:
+    p.kill()
+"""
+"""Starts processes until the kernel refuses one; prints ``refused N errno`` (or ``all N``)."""
+
+BUSY_TWO_FOR_1_5_S = """
+import os, time
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+t = os.times()
+print(round(t.children_user + t.children_system, 3))
+"""
+"""Two busy processes for 1.5 s of wall time; prints the CPU seconds they used together."""
+
+LIMITS: dict[str, Any] = {"memory": "256m", "disk": "64m", "pids_limit": 64, "cpus": 0.5}
+"""The limits of the resource tests' sandbox: small, so a bomb costs the shared machine little."""
+
 # Counts processes whose command name is $1, with /proc only (no procps needed in the sandbox).
 COUNT_PROCS = 'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = "$1" ] && n=$((n+1)); done; echo $n'
 
@@ -603,3 +638,86 @@ class SandboxConformance:
         assert sandbox.shell('whoami; echo "$0"; false').output == "jill\n-sh\n"
         assert sandbox.shell("exit").exit_code == 1
         assert sandbox.shell("whoami").output == "root\n"
+
+    # ---------------------------------------------------------------- resource limits (issue 23)
+    # One small sandbox per kind (LIMITS): the memory bombs and the disk fill stay far below
+    # what the shared machine has, and what they leave is the limit's doing, not the host's.
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def limited_instance(cls, sandbox_kind: str) -> Iterator[Sandbox]:
+        options: dict[str, Any] = {"pool_size": 0} if sandbox_kind == "docker" else {"warm_spare": False}
+        sandbox = make_sandbox(sandbox_kind, **LIMITS, **options)
+        sandbox.start()
+        yield sandbox
+        sandbox.close()
+
+    @pytest.fixture
+    def limited(self, limited_instance: Sandbox) -> Sandbox:
+        limited_instance.reset()
+        off = limited_instance.limits_off
+        if off:  # a local sandbox on a host that gives it no cgroup or no tmpfs mount (not root)
+            pytest.skip(f"limits off on this host: {off}")
+        return limited_instance
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("bomb", [
+        "head -c 3G /dev/zero | tail",
+        "python3 -c 'x = bytearray(b\"a\") * (3 << 30)'",
+    ], ids=["pipeline", "python"])
+    def test_a_memory_bomb_kills_only_the_command(self, limited: Sandbox, bomb: str) -> None:
+        limited.shell("cd /tmp; export KEPT=yes")
+        result = limited.shell(bomb, timeout=60)
+        assert result.exit_code == 137 and not result.timed_out, result
+        note = result.output.splitlines()[-1]
+        assert note == "[killed: the command went over the sandbox's memory limit (256 MiB); the shell goes on]"
+        # The same shell goes on: its cwd and variables are there, the next command works.
+        after = limited.shell('pwd; echo "$KEPT"; echo $((6*7))')
+        assert after.exit_code == 0 and after.output == "/tmp\nyes\n42\n"
+        assert "a new shell was started" not in result.output + after.output
+
+    def test_a_command_that_exits_137_by_itself_gets_no_memory_note(self, limited: Sandbox) -> None:
+        result = limited.shell("sh -c 'kill -9 $$'")
+        assert result.exit_code == 137 and "memory limit" not in result.output
+
+    @pytest.mark.slow
+    def test_a_disk_fill_is_enospc_and_reset_gives_the_space_back(self, limited: Sandbox) -> None:
+        result = limited.shell("dd if=/dev/zero of=/root/fill bs=1M count=3072", timeout=60)
+        assert result.exit_code == 1 and "No space left on device" in result.output, result
+        assert limited.shell("echo next").output == "next\n"
+        # Everything writable shares the one bound: /tmp is full too, and the box still works.
+        assert "No space left on device" in limited.shell("echo x > /tmp/more").output
+        size = int(limited.shell("stat -c %s /root/fill").output)
+        assert 60 << 20 <= size <= 64 << 20
+        limited.reset()
+        again = limited.shell("dd if=/dev/zero of=/root/fill bs=1M count=48 2>&1 && echo wrote", timeout=60)
+        assert again.output.endswith("wrote\n"), again
+
+    def test_the_agents_processes_are_the_oom_killers_choice(self, limited: Sandbox) -> None:
+        # The shell, its commands and one-off commands: AGENT_OOM_SCORE_ADJ, above the
+        # supervisor's or the holder's 0; lowering it again takes a privilege the agent lacks.
+        assert limited.shell("cat /proc/$$/oom_score_adj /proc/self/oom_score_adj").output.split() == ["500", "500"]
+        assert limited.run("cat /proc/self/oom_score_adj").output == "500\n"
+        assert limited.shell("echo -1000 > /proc/$$/oom_score_adj").exit_code != 0
+
+    @pytest.mark.slow
+    def test_a_fork_bomb_stops_at_the_pids_limit_and_the_box_survives(self, limited: Sandbox) -> None:
+        # Processes started one by one until the kernel refuses: EAGAIN below the pids limit.
+        word, started, *errno = limited.run(SPAWN_UNTIL_REFUSED, language="python", timeout=30).output.split()
+        assert word == "refused" and errno == ["11"], (word, started, errno)
+        assert LIMITS["pids_limit"] // 2 < int(started) < LIMITS["pids_limit"]
+        # A fork bomb in the agent's shell: it hits the same limit, the box and its shell go on.
+        limited.shell("cd /tmp")
+        limited.shell(FORK_BOMB, timeout=5)
+        assert limited.shell("pwd; echo alive").output.endswith("/tmp\nalive\n")
+        assert count_procs(limited, "bash") <= 3  # what was left of the bomb was killed
+        limited.reset()
+        assert limited.shell("echo fresh").output == "fresh\n"
+
+    @pytest.mark.slow
+    def test_cpu_time_is_bounded_by_cpus(self, limited: Sandbox) -> None:
+        # Two busy processes for 1.5 s of wall time: at most cpus (0.5) x 1.5 s of CPU between
+        # them, where two free cores would give them up to 3 s.
+        result = limited.run(BUSY_TWO_FOR_1_5_S, language="python", timeout=30)
+        assert result.exit_code == 0, result
+        assert float(result.output) <= LIMITS["cpus"] * 1.5 * 1.4, result.output

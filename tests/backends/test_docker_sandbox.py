@@ -242,7 +242,8 @@ def test_fork_bomb_is_contained_and_the_next_reset_is_clean(client: Any) -> None
 
 
 def test_memory_limit_kills_the_hog_not_the_sandbox(client: Any) -> None:
-    with DockerSandbox(client=client, pool_size=0, memory="256m") as sandbox:
+    # The container's limit is memory + disk (the agent's files are in memory): 256 + 64 MiB.
+    with DockerSandbox(client=client, pool_size=0, memory="256m", disk="64m") as sandbox:
         sandbox.shell("cd /tmp")
         hog = sandbox.shell("python3 -c 'x = bytearray(600 * 1024 * 1024)'", timeout=30)
         assert hog.exit_code == 137 and "Killed" in hog.output

@@ -15,8 +15,9 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -300,7 +301,7 @@ def processes_in_namespace(sb: LocalSandbox) -> int:
 
 def require_process_limit(sb: LocalSandbox) -> None:
     """Skip when no process limit can apply: no writable pids cgroup and no prlimit."""
-    if sb._cgroup is None and sb._prlimit is None:
+    if "pids" in sb.limits_off:
         pytest.skip("no writable pids cgroup and no prlimit: no process limit applies (see docs)")
 
 
@@ -322,8 +323,8 @@ def test_pids_limit_holds(sandbox: LocalSandbox) -> None:
     sb = LocalSandbox(isolation=sandbox.mechanism, pids_limit=40)  # type: ignore[arg-type]
     with sb:
         require_process_limit(sb)
-        if sb._cgroup is not None:
-            assert (sb._cgroup.path / "pids.max").read_text().strip() == "40"
+        if sb._cgroup is not None and "pids" in sb._cgroup.dirs:
+            assert (sb._cgroup.dirs["pids"] / "pids.max").read_text().strip() == "40"
         word, started, *errno = sb.run(SPAWN_UNTIL_REFUSED, language="python", timeout=30).output.split()
         assert word == "refused" and errno == ["11"]  # EAGAIN
         assert 20 < int(started) < 40
@@ -678,15 +679,20 @@ def test_rlimit_fallback_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> No
     # binds root callers too: their sandboxes run as an unprivileged uid).
     from agentunit_gym.backends.sandbox import local
 
-    monkeypatch.setattr(local._PidsCgroup, "create", classmethod(lambda cls, limit: None))
+    monkeypatch.setattr(local.cgroup, "find_hierarchies", no_cgroup_here)
     # RLIMIT_NPROC counts every process of the host uid, and every root caller's sandboxes run
     # as the same one: leave room for those already running (other sandboxes on this machine).
     limit = 77 + _processes_of(ROOT_CALLER_UID) if os.geteuid() == 0 else 77 + _processes_of(os.geteuid())
     with LocalSandbox(pids_limit=limit) as sb:
-        assert sb._cgroup is None
+        assert "pids" not in sb.limits_off and {"memory", "cpu"} <= set(sb.limits_off)
         for limits in (sb.shell("cat /proc/self/limits").output, sb.run("cat /proc/self/limits").output):
             line = next(x for x in limits.splitlines() if x.startswith("Max processes"))
             assert line.split()[2:4] == [str(limit), str(limit)]
+
+
+def no_cgroup_here(controllers: Iterable[str] = ()) -> tuple[dict[str, Any], dict[str, str]]:
+    """A host without a writable cgroup, for ``cgroup.find_hierarchies``."""
+    return {}, {name: "no cgroup here (test)" for name in controllers or ("memory", "cpu", "pids")}
 
 
 def _processes_of(uid: int) -> int:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.backends.sandbox import local, usermap
+from agentunit_gym.backends.sandbox import cgroup, usermap
 from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, USER_SWITCH_NOTE, LocalSandbox
 from agentunit_gym.errors import BackendError
+from tests.backends.test_local_sandbox import no_cgroup_here
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 HOST_RANGE = range(usermap.BASE, usermap.BASE + usermap.COUNT)
@@ -27,7 +28,7 @@ def many_users_unavailable() -> str | None:
     cgroup, the range free), so that a regression in the mapping fails instead of skipping."""
     if os.geteuid() != 0:
         return "only a root caller's sandbox maps many users (CI runs as root)"
-    if not any(True for _ in local._PidsCgroup._candidate_parents()):
+    if not cgroup.controller_available("pids"):
         return "no writable pids cgroup here: the local sandbox then maps one uid"
     if usermap.range_conflicts():
         return f"host ids from {usermap.BASE} are in use here: the local sandbox then maps one uid"
@@ -110,8 +111,7 @@ def test_a_range_in_use_on_the_host_keeps_one_uid(monkeypatch: pytest.MonkeyPatc
 @as_root
 def test_without_a_pids_cgroup_one_uid_is_mapped(monkeypatch: pytest.MonkeyPatch) -> None:
     # RLIMIT_NPROC counts per uid: with many users it would not bound the sandbox.
-    monkeypatch.setattr(local._PidsCgroup, "create", classmethod(lambda cls, limit: None))
-    monkeypatch.setattr(local._PidsCgroup, "_candidate_parents", staticmethod(lambda: iter(())))
+    monkeypatch.setattr(cgroup, "find_hierarchies", no_cgroup_here)
     sb = LocalSandbox(isolation="unshare")
     assert sb.multi_user is False
     with sb:

@@ -131,11 +131,11 @@ def find_hierarchies(controllers: Iterable[str] = CONTROLLERS) -> tuple[dict[str
                 continue
             missing[name] = f"our cgroup v2 ({v2_parent}) does not delegate the {name} controller to us"
             continue
-        mount = v1_mounts.get(name)
-        if mount is not None:
-            parent = mount / own_v1.get(name, "/").lstrip("/")
+        v1_mount = v1_mounts.get(name)
+        if v1_mount is not None:
+            parent = v1_mount / own_v1.get(name, "/").lstrip("/")
             if not parent.is_dir():  # our path is not visible in this mount namespace
-                parent = mount
+                parent = v1_mount
             if os.access(parent, os.W_OK):
                 found[name] = _Hierarchy(parent, 1)
                 missing.pop(name, None)
@@ -298,11 +298,16 @@ def _write_limit(path: Path, controller: str, version: int, limits: Limits) -> N
         (path / "pids.max").write_text(str(limits.pids))
 
 
-def limits_off(box: BoxCgroup, disk_bounded: bool, mechanism: str | None) -> dict[str, str]:
-    """Which of the local sandbox's limits do not apply here, each with the reason."""
+def limits_off(box: BoxCgroup, disk_bounded: bool, mechanism: str | None, *,
+               rlimit_nproc: bool = False) -> dict[str, str]:
+    """Which of the local sandbox's limits do not apply here, each with the reason.
+
+    ``rlimit_nproc``: the process limit applies as ``RLIMIT_NPROC`` instead (no pids cgroup)."""
     if mechanism == "none":
         return {name: "the sandbox runs unisolated (isolation='none')" for name in ("memory", "cpu", "pids", "disk")}
     off = dict(box.missing)
+    if rlimit_nproc:
+        off.pop("pids", None)  # RLIMIT_NPROC in the sandbox's user namespace bounds it
     if not disk_bounded:
         off["disk"] = ("mounting a size-bounded tmpfs for the box's files needs root"
                        + ("; its files count against the memory limit" if "memory" in box.controllers else ""))

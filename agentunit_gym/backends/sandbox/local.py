@@ -694,7 +694,8 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
     return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
             "--proc", "/proc", "--tmpfs", "/proc/tty/driver", "--remount-ro", "/proc/tty/driver",
-            "--dev", "/dev", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
+            "--dev", "/dev", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm",
+            "--cap-drop", "ALL", *caps, "--")
 
 
 def _mount_points(pid: int) -> frozenset[str]:
@@ -947,11 +948,12 @@ class LocalSandbox(Sandbox):
                     os.lchown(self._root, self._owner_uid, self._owner_uid)
             # [limits] the box's cgroup, the bounded tmpfs, and one warning for what is off
             self._cgroup = cgroup.BoxCgroup.create(self.limits)
-            self._disk_bounded = self.mechanism != "none" and box_tmpfs.can_mount()
-            self._limits_off = cgroup.limits_off(self._cgroup, self._disk_bounded, self.mechanism)
-            cgroup.warn_limits_off(self._limits_off)
             pids_cgroup = "pids" in self._cgroup.controllers
             self._prlimit = process.which("prlimit") if not pids_cgroup else None
+            self._disk_bounded = self.mechanism != "none" and box_tmpfs.can_mount()
+            self._limits_off = cgroup.limits_off(self._cgroup, self._disk_bounded, self.mechanism,
+                                                 rlimit_nproc=self._prlimit is not None)
+            cgroup.warn_limits_off(self._limits_off)
             self._multi_user = self._decide_multi_user()
             root_unbound = os.geteuid() == 0 and self._owner_uid is None  # unisolated root
             if not pids_cgroup and (root_unbound or self._prlimit is None):
