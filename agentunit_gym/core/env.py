@@ -145,6 +145,12 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def backend_name(self) -> str:
         """Which backend implementation this env runs on (``docker``, ``local``, ``sqlite`` ...)."""
 
+    @property
+    def backend_limits_off(self) -> str:
+        """The backend's resource limits that do not apply on this host, and why; ``""`` when
+        all apply or the backend has none (``info["backend_limits_off"]``)."""
+        return ""
+
     @abstractmethod
     def _start_episode(self, task: TaskT) -> str:
         """Set the task up in the backend and return the first observation (the prompt)."""
@@ -361,6 +367,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             "step": 0,
             "finish_reason": "",
             "timing": StepTiming(time.perf_counter() - started),
+            "backend_limits_off": self.backend_limits_off,
         }
         return prompt, info
 
@@ -395,7 +402,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             )
         started = time.perf_counter()
         self._steps += 1
-        info = running_step_info(self._steps, self._task.id, self.max_steps)
+        info = running_step_info(self._steps, self._task.id, self.max_steps,
+                                 backend_limits_off=self.backend_limits_off)
         reward = 0.0
         terminated = truncated = False
         try:

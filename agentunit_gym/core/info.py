@@ -94,6 +94,9 @@ class _CommonInfo(TypedDict):
     """The turn limit in force (the task's, the domain's, ``max_steps=``, or ``max_episode_steps``)."""
     finish_reason: FinishField
     timing: StepTiming
+    backend_limits_off: str
+    """The backend's resource limits that do not apply on this host, and why (``""``: all apply).
+    The OS env's local sandbox without a cgroup: ``"memory, cpu: ...; disk: ..."``."""
     """Seconds the env spent (``.env_s``); any two compare equal."""
 
 
@@ -162,13 +165,14 @@ def score_info(score: Score) -> ScoreInfo:
             "components": stable_components(dict(score.components)), "detail": score.detail}
 
 
-def running_step_info(step: int, task_id: str, max_steps: int, env_s: float = 0.0) -> StepInfo:
+def running_step_info(step: int, task_id: str, max_steps: int, env_s: float = 0.0,
+                      backend_limits_off: str = "") -> StepInfo:
     """The ``info`` of a step that has not ended the episode, every key at its empty value.
     Wrappers that answer a step themselves (a reply that arrived too late, a prompt over the
     context) start from it too."""
     return {
         "step": step, "task_id": task_id, "max_steps": max_steps, "finish_reason": "",
-        "timing": StepTiming(env_s),
+        "timing": StepTiming(env_s), "backend_limits_off": backend_limits_off,
         "action": {}, "action_error": {}, "thought": "", "execution": {}, "execution_error": False,
         "score": {}, "finish_detail": "", "limit": "",
     }

@@ -228,7 +228,8 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         base = agent_env(self.env)
         if self._prompt_overflows and base.finish_reason is None and base.task is not None:
             task_id = base.task.id
-            info: dict[str, Any] = {**running_step_info(base.steps, task_id, base.max_steps),
+            info: dict[str, Any] = {**running_step_info(base.steps, task_id, base.max_steps,
+                                                                      backend_limits_off=base.backend_limits_off),
                                     "skipped": "the prompt alone overflows the context", "reply_class": "skipped"}
             ended = self.end_episode_here(
                 FinishReason.CONTEXT_LIMIT,

@@ -91,7 +91,8 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
         self._elapsed_steps += 1
         base = agent_env(self.env)
         task_id = base.task.id if base.task is not None else ""
-        info: dict[str, Any] = {**running_step_info(self._elapsed_steps, task_id, base.max_steps),
+        info: dict[str, Any] = {**running_step_info(self._elapsed_steps, task_id, base.max_steps,
+                                                                  backend_limits_off=base.backend_limits_off),
                                 "skipped": "the reply arrived after the time limit and was not run",
                                 "reply_class": "skipped"}
         reward = self._end(info, f"time limit {self.max_seconds:g} s reached before the reply", LimitKind.TIME, 0.0)

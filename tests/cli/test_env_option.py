@@ -27,3 +27,21 @@ def test_an_option_no_env_takes_exits_2_naming_it(tmp_path: Path) -> None:
                "--env-option", "endpoint=http://127.0.0.1:7878/query", cwd=tmp_path)
     assert done.returncode == 2
     assert "no env of this run names an option 'endpoint'" in done.stderr
+
+
+def test_the_sandbox_limits_reach_the_os_env(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = cli("eval", "--env", "OS-v0", "--backend", "local", "-n", "1", "--quiet", "--output", str(out),
+               "--env-option", "memory=256m", "--env-option", "disk=64m", "--env-option", "cpus=0.5",
+               "--env-option", "pids_limit=128", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["env_options_by_env"] == {
+        "AgentUnit/OS-v0": {"memory": "256m", "disk": "64m", "cpus": 0.5, "pids_limit": 128}}
+
+
+def test_a_limit_that_does_not_parse_exits_2_naming_it(tmp_path: Path) -> None:
+    done = cli("eval", "--env", "OS-v0", "--backend", "local", "-n", "1", "--output", str(tmp_path / "r"),
+               "--env-option", "memory=lots", cwd=tmp_path)
+    assert done.returncode == 2, (done.returncode, done.stderr[-800:])
+    assert "memory must be a size such as '512m'" in done.stderr

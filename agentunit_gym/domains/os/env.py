@@ -60,6 +60,13 @@ class OSEnv(AgentEnv[OSTask]):
             that declare ``needs_network`` run only then; without it they are left out of
             :attr:`tasks` and ``reset`` refuses them. With an existing ``sandbox``, say whether
             that sandbox has the network.
+        memory: what the agent's processes may use (``"256m"``, ``"1g"``, bytes); default 1 GiB.
+        cpus: CPU time in cores; default 1.
+        disk: what an episode may write (``"64m"``, ``"1g"``); default 1 GiB. Past it: "No
+            space left on device".
+        pids_limit: most processes at once; default 512. These four are the sandbox's
+            resource limits, the same on both backends (docs/envs/os.md, "Resource limits");
+            ``None`` keeps the default. Reachable with ``eval --env-option memory=256m``.
         **sandbox_options: passed to ``open_sandbox`` (e.g. ``image=`` for docker).
 
     Raises:
@@ -86,8 +93,15 @@ class OSEnv(AgentEnv[OSTask]):
         command_timeout: float = 10.0,
         sandbox: Sandbox | None = None,
         network: bool = False,
+        memory: str | int | None = None,
+        cpus: float | str | None = None,
+        disk: str | int | None = None,
+        pids_limit: int | None = None,
         **sandbox_options: Any,
     ) -> None:
+        # The resource limits travel with the other sandbox options (checked by the sandbox).
+        limits = {"memory": memory, "cpus": cpus, "disk": disk, "pids_limit": pids_limit}
+        sandbox_options.update({key: value for key, value in limits.items() if value is not None})
         if observation_limit < 1:
             raise ConfigError(f"observation_limit must be at least 1, got {observation_limit}.")
         if command_timeout <= 0:
@@ -143,6 +157,13 @@ class OSEnv(AgentEnv[OSTask]):
     @property
     def network(self) -> bool:
         return self._network
+
+    @property
+    def backend_limits_off(self) -> str:
+        """The sandbox's limits that do not apply here (a local sandbox without a cgroup or,
+        not root, without its bounded tmpfs), with the reasons; ``""`` when all apply."""
+        off = self._sandbox.limits_off if self._sandbox is not None else {}
+        return "; ".join(f"{name}: {reason}" for name, reason in sorted(off.items()))
 
     @property
     def multi_user(self) -> bool:

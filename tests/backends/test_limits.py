@@ -1,0 +1,156 @@
+"""The sandboxes' resource limits: parsing and defaults (pure), the cgroup a local box gets,
+and what the OS env reports when a host cannot give them (the behaviour under load is in the
+conformance suite: memory bomb, disk fill, fork bomb, CPU)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import agentunit_gym  # noqa: F401 - registers the envs
+from agentunit_gym.backends.sandbox import cgroup
+from agentunit_gym.backends.sandbox.base import ExecResult
+from agentunit_gym.backends.sandbox.limits import (
+    DEFAULT_CPUS,
+    DEFAULT_DISK,
+    DEFAULT_MEMORY,
+    DEFAULT_PIDS,
+    Limits,
+    add_memory_note,
+    format_size,
+    parse_size,
+    resolve_limits,
+)
+from agentunit_gym.backends.sandbox.local import LocalSandbox
+from agentunit_gym.errors import ConfigError
+from tests.backends.test_local_sandbox import no_cgroup_here
+
+# ------------------------------------------------------------------ parsing (pure)
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("256m", 256 << 20), ("1g", 1 << 30), ("1G", 1 << 30), ("1.5GiB", 3 << 29), ("512 MB", 512 << 20),
+    ("64k", 64 << 10), ("1048576", 1 << 20), (1 << 20, 1 << 20), (2.0 * (1 << 30), 2 << 30),
+])
+def test_sizes_parse_as_docker_writes_them(text: str | int | float, size: int) -> None:
+    assert parse_size(text, "memory") == size
+
+
+@pytest.mark.parametrize("text", ["lots", "", "-1g", "0", "1x", "g", "nan", True, float("inf")])
+def test_a_size_that_does_not_parse_is_a_config_error_naming_the_option(text: object) -> None:
+    with pytest.raises(ConfigError, match="^disk must be a"):
+        parse_size(text, "disk")  # type: ignore[arg-type]
+
+
+def test_defaults_are_one_place_for_both_backends() -> None:
+    limits = resolve_limits()
+    assert limits == Limits(memory=1 << 30, cpus=1.0, pids=512, disk=1 << 30)
+    assert (DEFAULT_MEMORY, DEFAULT_CPUS, DEFAULT_PIDS, DEFAULT_DISK) == (1 << 30, 1.0, 512, 1 << 30)
+    assert limits.cgroup_memory == 2 << 30  # files on tmpfs are memory too
+    assert limits.describe() == "memory 1 GiB, disk 1 GiB, cpus 1, pids 512"
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"memory": "1m"}, "memory must be at least 32 MiB"),
+    ({"disk": "1m"}, "disk must be at least 8 MiB"),
+    ({"cpus": 0}, "cpus must be a number of cores"),
+    ({"cpus": "fast"}, "cpus must be a number of cores"),
+    ({"pids": 3}, "pids_limit must be a whole number of at least 16"),
+    ({"pids": 1.5}, "pids_limit must be a whole number"),
+])
+def test_out_of_range_limits_are_config_errors(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_limits(**options)  # type: ignore[arg-type]
+
+
+def test_both_sandboxes_refuse_a_bad_limit_at_construction() -> None:
+    with pytest.raises(ConfigError, match="memory must be a size"):
+        LocalSandbox(memory="lots")
+    from agentunit_gym.backends.sandbox.docker import DockerSandbox
+
+    with pytest.raises(ConfigError, match="cpus must be"):
+        DockerSandbox(cpus=-1, client=object())
+    with pytest.raises(ConfigError, match="not both"):
+        DockerSandbox(disk="1g", tmpfs_size="1g", client=object())
+
+
+def test_format_size() -> None:
+    assert [format_size(n) for n in (256 << 20, 1 << 30, 3 << 29, 1000)] == ["256 MiB", "1 GiB", "1.5 GiB", "1000 B"]
+
+
+def test_the_memory_note_is_one_line_after_the_output_and_only_after_137() -> None:
+    limits = resolve_limits(memory="256m")
+    noted = add_memory_note(ExecResult("Killed", 137), limits)
+    assert noted.output == ("Killed\n[killed: the command went over the sandbox's memory limit (256 MiB); "
+                            "the shell goes on]\n")
+    assert add_memory_note(ExecResult("done\n", 0), limits).output == "done\n"
+
+
+# ------------------------------------------------------------------ the local box's cgroup
+
+
+def test_a_local_box_gets_its_limits_written_in_its_cgroup() -> None:
+    with LocalSandbox(memory="96m", disk="32m", cpus=0.25, pids_limit=100, warm_spare=False) as sb:
+        if sb.limits_off:
+            pytest.skip(f"limits off on this host: {sb.limits_off}")
+        box = sb._cgroup  # the files the kernel enforces: checked once here, from the host
+        assert box is not None and box.controllers == {"memory", "cpu", "pids"}
+        memory = box.dirs["memory"]
+        expected = str((96 + 32) << 20)
+        if box.versions["memory"] == 2:
+            assert (memory / "memory.max").read_text().strip() == expected
+            assert (memory / "cpu.max").read_text().split() == ["25000", "100000"]
+        else:
+            assert (memory / "memory.limit_in_bytes").read_text().strip() == expected
+            assert (box.dirs["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "25000"
+        assert (box.dirs["pids"] / "pids.max").read_text().strip() == "100"
+        # The box's processes are in it (holder, agent's shell); this process is not.
+        assert sb.shell("echo up").output == "up\n"
+        members = set(box.pids())
+        assert len(members) >= 2 and all(Path(f"/proc/{pid}").exists() for pid in members)
+        assert os.getpid() not in members
+        dirs = list(box.dirs.values())
+    assert not any(path.exists() for path in dirs)  # close() removed it
+
+
+def test_without_a_cgroup_the_sandbox_warns_once_and_the_env_says_limits_are_off(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(cgroup, "find_hierarchies", no_cgroup_here)
+    monkeypatch.setattr(cgroup, "_WARNED", set())
+    caplog.set_level(logging.WARNING, logger="agentunit_gym")
+    env = gym.make("AgentUnit/OS-v0", backend="local", memory="256m")
+    try:
+        _, info = env.reset(seed=0)
+        off = info["backend_limits_off"]
+        assert off.startswith("cpu: no cgroup here (test)") and "memory: no cgroup here (test)" in off
+        assert "pids" not in off or "prlimit" not in off
+        _, _, _, _, step_info = env.step("Act: finish")
+        assert step_info["backend_limits_off"] == off
+        env.reset(seed=1)
+    finally:
+        env.close()
+    warnings = [r.getMessage() for r in caplog.records if "To get them" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "systemd-run" in warnings[0] and "backend='docker'" in warnings[0]
+
+
+def test_with_every_limit_the_env_reports_none_off() -> None:
+    env = gym.make("AgentUnit/OS-v0", backend="local", memory="256m", disk="64m")
+    try:
+        _, info = env.reset(seed=0)
+        sandbox = env.unwrapped.sandbox  # type: ignore[attr-defined]
+        if sandbox.limits_off:
+            pytest.skip(f"limits off on this host: {sandbox.limits_off}")
+        assert info["backend_limits_off"] == ""
+        assert sandbox.limits == Limits(memory=256 << 20, cpus=1.0, pids=512, disk=64 << 20)
+    finally:
+        env.close()
+
+
+def test_limit_options_with_an_existing_sandbox_are_refused() -> None:
+    with LocalSandbox() as sb, pytest.raises(ConfigError, match="given with an existing sandbox"):
+        gym.make("AgentUnit/OS-v0", sandbox=sb, memory="256m")
