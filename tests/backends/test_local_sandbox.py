@@ -690,7 +690,7 @@ def test_rlimit_fallback_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> No
             assert line.split()[2:4] == [str(limit), str(limit)]
 
 
-def no_cgroup_here(controllers: Iterable[str] = ()) -> tuple[dict[str, Any], dict[str, str]]:
+def no_cgroup_here(controllers: Iterable[str] = (), *, enable: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
     """A host without a writable cgroup, for ``cgroup.find_hierarchies``."""
     return {}, {name: "no cgroup here (test)" for name in controllers or ("memory", "cpu", "pids")}
 

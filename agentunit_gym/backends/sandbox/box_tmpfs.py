@@ -19,10 +19,13 @@ import ctypes
 import ctypes.util
 import errno
 import functools
+import logging
 import os
 import tempfile
 import threading
 from pathlib import Path
+
+logger = logging.getLogger("agentunit_gym")
 
 _MS_NOSUID, _MS_NODEV = 2, 4
 _MNT_DETACH = 2
@@ -71,6 +74,7 @@ def unmount_under(path: Path) -> None:
     """Detach every tmpfs :func:`mount` made at or below ``path`` (before the tree is removed).
 
     What the tmpfs held goes when its last user does (the box's processes are dead by then).
+    A failure is logged, not raised: this runs on the way out (close, reset, background).
     """
     prefix = os.fsdecode(path).rstrip("/")
     with _LOCK:
@@ -80,5 +84,6 @@ def unmount_under(path: Path) -> None:
     for point in points:
         if _libc().umount2(point.encode(), _MNT_DETACH) != 0 and ctypes.get_errno() not in (errno.EINVAL,
                                                                                            errno.ENOENT):
-            err = ctypes.get_errno()
-            raise OSError(err, f"umount {point}: {os.strerror(err)}")
+            # Called on the way to removing the tree (close, reset, in the background): the
+            # removal then fails on the mount point, and the tmpfs stays until reboot.
+            logger.warning("local sandbox: could not unmount %s: %s", point, os.strerror(ctypes.get_errno()))

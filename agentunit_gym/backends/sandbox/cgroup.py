@@ -101,8 +101,12 @@ def _words(path: Path) -> set[str]:
         return set()
 
 
-def find_hierarchies(controllers: Iterable[str] = CONTROLLERS) -> tuple[dict[str, _Hierarchy], dict[str, str]]:
+def find_hierarchies(controllers: Iterable[str] = CONTROLLERS, *,
+                     enable: bool = True) -> tuple[dict[str, _Hierarchy], dict[str, str]]:
     """For each controller, the writable parent its box cgroups go under, or why there is none.
+
+    With ``enable``, a v2 controller our cgroup offers but does not pass on to children yet is
+    enabled for them (``cgroup.subtree_control``) when the kernel lets us.
 
     Returns:
         (found by controller, reason by missing controller).
@@ -121,7 +125,7 @@ def find_hierarchies(controllers: Iterable[str] = CONTROLLERS) -> tuple[dict[str
     for name in controllers:
         if v2_parent is not None and name in _words(v2_parent / "cgroup.controllers"):
             delegated = name in _words(v2_parent / "cgroup.subtree_control")
-            if not delegated and os.access(v2_parent / "cgroup.subtree_control", os.W_OK):
+            if not delegated and enable and os.access(v2_parent / "cgroup.subtree_control", os.W_OK):
                 # Only possible where our cgroup holds no processes of its own (or is the root).
                 with contextlib.suppress(OSError):
                     (v2_parent / "cgroup.subtree_control").write_text(f"+{name}")
@@ -148,7 +152,7 @@ def find_hierarchies(controllers: Iterable[str] = CONTROLLERS) -> tuple[dict[str
 
 def controller_available(name: str) -> bool:
     """Whether a box cgroup would get ``name`` (without creating one)."""
-    found, _ = find_hierarchies((name,))
+    found, _ = find_hierarchies((name,), enable=False)
     return name in found
 
 
@@ -303,12 +307,12 @@ def limits_off(box: BoxCgroup, disk_bounded: bool, mechanism: str | None, *,
     """Which of the local sandbox's limits do not apply here, each with the reason.
 
     ``rlimit_nproc``: the process limit applies as ``RLIMIT_NPROC`` instead (no pids cgroup)."""
-    if mechanism == "none":
-        return {name: "the sandbox runs unisolated (isolation='none')" for name in ("memory", "cpu", "pids", "disk")}
     off = dict(box.missing)
     if rlimit_nproc:
         off.pop("pids", None)  # RLIMIT_NPROC in the sandbox's user namespace bounds it
-    if not disk_bounded:
+    if mechanism == "none":
+        off["disk"] = "the sandbox runs unisolated (isolation='none'): it writes where the host lets it"
+    elif not disk_bounded:
         off["disk"] = ("mounting a size-bounded tmpfs for the box's files needs root"
                        + ("; its files count against the memory limit" if "memory" in box.controllers else ""))
     return off

@@ -1648,6 +1648,7 @@ class LocalSandbox(Sandbox):
         """
         if timeout <= 0 or max_output < 0:
             raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
+        self.start()  # [limits] the cgroup exists from here on
         oom_kills = self._cgroup.oom_kills() if self._cgroup is not None else -1  # [limits]
         result = self._shell(command, timeout, max_output)
         if oom_kills >= 0 and self._cgroup is not None and self._cgroup.oom_kills() > oom_kills:  # [limits]
