@@ -447,7 +447,9 @@ def test_limits_and_isolation_settings(sb: DockerSandbox, client: Any) -> None:
     host = config["HostConfig"]
     assert host["NetworkMode"] == "none" and host["Init"] is True and host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and "SYS_ADMIN" in host["CapAdd"]
-    assert host["PidsLimit"] == 256 and host["Memory"] == 512 * 1024 * 1024 and host["NanoCpus"] == 10**9
+    # The shared defaults (limits.py): memory 1 GiB + disk 1 GiB for the container, no swap.
+    assert host["PidsLimit"] == 512 and host["NanoCpus"] == 10**9
+    assert host["Memory"] == host["MemorySwap"] == 2 << 30
     assert host["LogConfig"]["Type"] == "none"
     assert config["Config"]["Labels"][LABEL] == "1"
     assert config["Name"].lstrip("/").startswith("agentunit-os-")
