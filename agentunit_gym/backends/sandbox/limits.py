@@ -168,8 +168,7 @@ def resolve_limits(*, memory: str | int | float | None = None, cpus: str | int |
 
 def memory_note(limits: Limits) -> str:
     """The line the agent sees after a command the kernel killed at the memory limit."""
-    return (f"[killed: the command went over the sandbox's memory limit ({format_size(limits.memory)}); "
-            "the shell goes on]\n")
+    return f"[killed: the command went over the sandbox's memory limit ({format_size(limits.memory)})]\n"
 
 
 def add_memory_note(result: ExecResult, limits: Limits) -> ExecResult:
