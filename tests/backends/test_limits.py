@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -27,7 +29,6 @@ from agentunit_gym.backends.sandbox.limits import (
 )
 from agentunit_gym.backends.sandbox.local import LocalSandbox
 from agentunit_gym.errors import ConfigError
-from tests.backends.test_local_sandbox import no_cgroup_here
 
 # ------------------------------------------------------------------ parsing (pure)
 
@@ -116,9 +117,22 @@ def test_a_local_box_gets_its_limits_written_in_its_cgroup() -> None:
     assert not any(path.exists() for path in dirs)  # close() removed it
 
 
-def test_without_a_cgroup_the_sandbox_warns_once_and_the_env_says_limits_are_off(
+def test_without_memory_and_cpu_cgroups_the_sandbox_warns_once_and_the_env_says_limits_are_off(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(cgroup, "find_hierarchies", no_cgroup_here)
+    # The host's real pids cgroup stays (the RLIMIT_NPROC fallback counts every process of
+    # the sandbox uid on the machine: other test runs' too); memory and cpu are "missing".
+    real = cgroup.find_hierarchies
+
+    def memory_and_cpu_missing(controllers: Iterable[str] = cgroup.CONTROLLERS, *,
+                               enable: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+        found, missing = real(controllers, enable=enable)
+        for name in ("memory", "cpu"):
+            if name in found or name in missing:
+                found.pop(name, None)
+                missing[name] = "no cgroup here (test)"
+        return found, missing
+
+    monkeypatch.setattr(cgroup, "find_hierarchies", memory_and_cpu_missing)
     monkeypatch.setattr(cgroup, "_WARNED", set())
     caplog.set_level(logging.WARNING, logger="agentunit_gym")
     env = gym.make("AgentUnit/OS-v0", backend="local", memory="256m")
@@ -126,7 +140,6 @@ def test_without_a_cgroup_the_sandbox_warns_once_and_the_env_says_limits_are_off
         _, info = env.reset(seed=0)
         off = info["backend_limits_off"]
         assert off.startswith("cpu: no cgroup here (test)") and "memory: no cgroup here (test)" in off
-        assert "pids" not in off or "prlimit" not in off
         _, _, _, _, step_info = env.step("Act: finish")
         assert step_info["backend_limits_off"] == off
         env.reset(seed=1)
@@ -153,3 +166,72 @@ def test_with_every_limit_the_env_reports_none_off() -> None:
 def test_limit_options_with_an_existing_sandbox_are_refused() -> None:
     with LocalSandbox() as sb, pytest.raises(ConfigError, match="given with an existing sandbox"):
         gym.make("AgentUnit/OS-v0", sandbox=sb, memory="256m")
+
+
+# ------------------------------------------------------------------ cgroup v2 and v1 layouts (a fake tree)
+
+
+def _fake_host(monkeypatch: pytest.MonkeyPatch, root: Path, *, v2: list[str], delegated: list[str],
+               v1: tuple[str, ...] = ()) -> None:
+    """Our cgroup at /box.slice on a cgroup2 mount at ``root/unified`` offering ``v2`` and passing
+    ``delegated`` on to children; ``v1`` controllers get hierarchies of their own under ``root``."""
+    own = root / "unified" / "box.slice"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text(" ".join(v2))
+    (own / "cgroup.subtree_control").write_text(" ".join(delegated))
+    for name in v1:
+        (root / name).mkdir()
+    monkeypatch.setattr(cgroup, "_own_paths", lambda: ("/box.slice", {name: "/" for name in v1}))
+    monkeypatch.setattr(cgroup, "_mounts", lambda: ([root / "unified"], {name: root / name for name in v1}))
+
+
+def test_on_cgroup_v2_a_box_gets_memory_max_swap_0_cpu_max_and_pids_max(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_host(monkeypatch, tmp_path, v2=["cpu", "memory", "pids"], delegated=["cpu", "memory", "pids"])
+    box = cgroup.BoxCgroup.create(resolve_limits(memory="256m", disk="64m", cpus=1.5, pids=99))
+    assert box.missing == {} and set(box.versions.values()) == {2}
+    (path,) = set(box.dirs.values())
+    assert path.parent == tmp_path / "unified" / "box.slice" and path.name.startswith(f"agentunit_gym-{os.getpid()}-")
+    assert (path / "memory.max").read_text() == str(320 << 20)
+    assert (path / "memory.swap.max").read_text() == "0"
+    assert (path / "cpu.max").read_text() == "150000 100000"
+    assert (path / "pids.max").read_text() == "99"
+    assert box.procs_files == (str(path / "cgroup.procs"),)
+    (path / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n")
+    assert box.oom_kills() == 2
+
+
+def test_on_cgroup_v1_each_controller_has_its_own_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_host(monkeypatch, tmp_path, v2=["hugetlb"], delegated=[], v1=("memory", "cpu", "pids"))
+    box = cgroup.BoxCgroup.create(resolve_limits(memory="256m", disk="64m", cpus=0.5))
+    assert box.missing == {} and set(box.versions.values()) == {1}
+    assert {name: path.parent for name, path in box.dirs.items()} == {
+        "memory": tmp_path / "memory", "cpu": tmp_path / "cpu", "pids": tmp_path / "pids"}
+    assert (box.dirs["memory"] / "memory.limit_in_bytes").read_text() == str(320 << 20)
+    assert (box.dirs["cpu"] / "cpu.cfs_quota_us").read_text() == "50000"
+    assert (box.dirs["pids"] / "pids.max").read_text() == "512"
+    assert len(box.procs_files) == 3
+    (box.dirs["memory"] / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    assert box.oom_kills() == 5
+
+
+def test_a_v2_cgroup_that_does_not_delegate_names_each_missing_controller(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_host(monkeypatch, tmp_path, v2=["cpu", "memory", "pids"], delegated=["pids"])
+    (tmp_path / "unified" / "box.slice" / "cgroup.subtree_control").chmod(0o444)  # enabling fails too
+    if os.geteuid() == 0:  # root writes a 0444 file: make the write a no-op instead
+        monkeypatch.setattr(Path, "write_text", _no_subtree_writes(Path.write_text))
+    box = cgroup.BoxCgroup.create(resolve_limits())
+    assert box.controllers == {"pids"}
+    assert set(box.missing) == {"memory", "cpu"}
+    assert "does not delegate the memory controller" in box.missing["memory"]
+    off = cgroup.limits_off(box, disk_bounded=True, mechanism="bwrap")
+    assert set(off) == {"memory", "cpu"}
+
+
+def _no_subtree_writes(write):  # type: ignore[no-untyped-def]
+    def guarded(self: Path, data: str, *args: object, **kwargs: object) -> int:
+        if self.name == "cgroup.subtree_control":
+            return 0
+        return int(write(self, data, *args, **kwargs))
+    return guarded
