@@ -34,6 +34,7 @@ _mounted: set[str] = set()
 _LOCK = threading.Lock()
 
 
+@functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
