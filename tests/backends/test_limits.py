@@ -4,6 +4,7 @@ conformance suite: memory bomb, disk fill, fork bomb, CPU)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterable
@@ -14,7 +15,7 @@ import gymnasium as gym
 import pytest
 
 import agentunit_gym  # noqa: F401 - registers the envs
-from agentunit_gym.backends.sandbox import cgroup
+from agentunit_gym.backends.sandbox import box_tmpfs, cgroup
 from agentunit_gym.backends.sandbox.base import ExecResult
 from agentunit_gym.backends.sandbox.limits import (
     DEFAULT_CPUS,
@@ -27,7 +28,7 @@ from agentunit_gym.backends.sandbox.limits import (
     parse_size,
     resolve_limits,
 )
-from agentunit_gym.backends.sandbox.local import LocalSandbox
+from agentunit_gym.backends.sandbox.local import LocalSandbox, _rmtree
 from agentunit_gym.errors import ConfigError
 
 # ------------------------------------------------------------------ parsing (pure)
@@ -235,3 +236,25 @@ def _no_subtree_writes(write):  # type: ignore[no-untyped-def]
             return 0
         return int(write(self, data, *args, **kwargs))
     return guarded
+
+
+# ------------------------------------------------------------------ the box's tmpfs
+
+
+@pytest.mark.skipif(not box_tmpfs.can_mount(), reason="mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+def test_a_box_tmpfs_is_bounded_and_removing_its_tree_unmounts_it(tmp_path: Path) -> None:
+    box = tmp_path / "box"
+    box.mkdir()
+    box_tmpfs.mount(box, 1 << 20)
+    try:
+        with pytest.raises(OSError) as full:
+            (box / "fill").write_bytes(b"x" * (2 << 20))
+        assert full.value.errno == errno.ENOSPC
+        # Even when the record of it was lost (a removal cut short), the mount table finds it.
+        box_tmpfs._mounted.discard(str(box))
+        _rmtree(tmp_path)
+        assert not tmp_path.exists()
+        assert str(box) not in box_tmpfs._tmpfs_mount_points()
+    finally:
+        if str(box) in box_tmpfs._tmpfs_mount_points():
+            box_tmpfs.unmount_under(box)

@@ -14,6 +14,7 @@ sandbox warns at start (docs/sandbox-local.md, "Limits").
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -21,6 +22,7 @@ import errno
 import functools
 import logging
 import os
+import re
 import tempfile
 import threading
 from pathlib import Path
@@ -31,6 +33,7 @@ _MS_NOSUID, _MS_NODEV = 2, 4
 _MNT_DETACH = 2
 _mounted: set[str] = set()
 """Mount points this process made (only those are unmounted by :func:`unmount_under`)."""
+_ever_mounted = False
 _LOCK = threading.Lock()
 
 
@@ -49,8 +52,10 @@ def mount(path: Path, size: int, *, uid: int | None = None) -> None:
     if _libc().mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, data.encode()) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount tmpfs on {path}: {os.strerror(err)}")
+    global _ever_mounted
     with _LOCK:
         _mounted.add(os.fsdecode(path))
+        _ever_mounted = True
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,19 +77,46 @@ def can_mount() -> bool:
 
 
 def unmount_under(path: Path) -> None:
-    """Detach every tmpfs :func:`mount` made at or below ``path`` (before the tree is removed).
+    """Detach every tmpfs at or below ``path`` that this process mounted, or that the mount
+    table shows there (a box whose removal was cut short), before the tree is removed.
 
     What the tmpfs held goes when its last user does (the box's processes are dead by then).
     A failure is logged, not raised: this runs on the way out (close, reset, background).
     """
     prefix = os.fsdecode(path).rstrip("/")
     with _LOCK:
-        points = sorted((p for p in _mounted if p == prefix or p.startswith(prefix + "/")), reverse=True)
-        for point in points:
-            _mounted.discard(point)
-    for point in points:
+        ours = {p for p in _mounted if p == prefix or p.startswith(prefix + "/")}
+        _mounted.difference_update(ours)
+        if not ours and not _ever_mounted:
+            return  # this process never mounted one: nothing of ours can be there
+    points = ours | {p for p in _tmpfs_mount_points() if p == prefix or p.startswith(prefix + "/")}
+    for point in sorted(points, reverse=True):  # the deepest first
         if _libc().umount2(point.encode(), _MNT_DETACH) != 0 and ctypes.get_errno() not in (errno.EINVAL,
                                                                                            errno.ENOENT):
-            # Called on the way to removing the tree (close, reset, in the background): the
-            # removal then fails on the mount point, and the tmpfs stays until reboot.
+            # The removal then fails on the mount point, and the tmpfs stays until reboot.
             logger.warning("local sandbox: could not unmount %s: %s", point, os.strerror(ctypes.get_errno()))
+
+
+def _tmpfs_mount_points() -> list[str]:
+    """Mount points of the tmpfs mounts in our mount namespace (octal escapes decoded)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as table:
+            lines = table.read().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        fields = line.split()
+        if " - tmpfs " in line and len(fields) > 4:
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
+
+
+@atexit.register
+def _unmount_all() -> None:
+    """At exit, what a sandbox that was never closed left mounted (its files are gone with it)."""
+    with _LOCK:
+        points = sorted(_mounted, reverse=True)
+        _mounted.clear()
+    for point in points:
+        _libc().umount2(point.encode(), _MNT_DETACH)
