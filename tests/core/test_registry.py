@@ -11,15 +11,43 @@ from gymnasium.utils.env_checker import check_env
 
 import agentunit_gym
 from agentunit_gym.core import registry
+from agentunit_gym.errors import ConfigError
 
 EMBEDDED = {"AgentUnit/OS-v0": "local", "AgentUnit/DB-v0": "sqlite"}
 CONTAINER = {"AgentUnit/OS-v0": "docker", "AgentUnit/DB-v0": "mysql"}
 
 
-def test_import_registers_every_id() -> None:
-    assert set(agentunit_gym.env_ids()) == {e for d in registry.domains() for e in d.env_ids}
-    for env_id in agentunit_gym.env_ids():
-        assert env_id in gym.registry
+BUILT_IN = {
+    "AgentUnit/OS-v0": ("agentunit_gym.domains.os.env:OSEnv", "os"),
+    "AgentUnit/DB-v0": ("agentunit_gym.domains.db.env:DBEnv", "db"),
+    "AgentUnit/KG-v0": ("agentunit_gym.domains.kg.env:KGEnv", "kg"),
+    "AgentUnit/WebShop-v0": ("agentunit_gym.domains.webshop.env:WebShopEnv", "webshop"),
+}
+"""The built-in ids, written down here rather than read from the registry under test."""
+EMBEDDED_ALL = {"AgentUnit/OS-v0": "local", "AgentUnit/DB-v0": "sqlite", "AgentUnit/KG-v0": "embedded",
+                "AgentUnit/WebShop-v0": "embedded"}
+
+
+def test_import_registers_every_built_in_id_with_its_env_class() -> None:
+    ids = agentunit_gym.env_ids()
+    assert ids == sorted(ids) and set(BUILT_IN) <= set(ids)
+    # Gymnasium's registry is the other store: every AgentUnit id there is one we list, or
+    # another spelling of one that refuses with the right id (the spelling hints).
+    by_name = {i.lower(): i for i in ids}
+    for registered in [i for i in gym.registry if i.startswith("AgentUnit/") and i != "AgentUnit/Remote-v0"]:
+        assert registered.lower() in by_name, registered
+        if registered not in ids:
+            with pytest.raises(ConfigError, match=f"did you mean {by_name[registered.lower()]}\\?"):
+                gym.make(registered)
+    for env_id, (entry_point, domain) in BUILT_IN.items():
+        assert gym.spec(env_id).entry_point == entry_point
+        env = gym.make(env_id, backend=EMBEDDED_ALL[env_id])
+        try:
+            assert env.unwrapped.spec is not None and env.unwrapped.spec.id == env_id
+            assert type(env.unwrapped).__module__ + ":" + type(env.unwrapped).__name__ == entry_point
+            assert env.unwrapped.domain == domain
+        finally:
+            env.close()
 
 
 @pytest.mark.parametrize("env_id", sorted(EMBEDDED))
