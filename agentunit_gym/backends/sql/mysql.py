@@ -778,9 +778,10 @@ class MySQLEpisode(EpisodeDatabase):
 class MySQLBackend(SQLBackend):
     """A MySQL-compatible server (our MariaDB container, an image you name, or a DSN).
 
-    Example:
+    Example (run by tests/test_doctests.py against the MariaDB container; an existing server
+    instead: ``MySQLBackend(dsn="mysql://root:pw@127.0.0.1:3306/")``):
+        >>> from agentunit_gym.backends.sql.base import Column, TableData
         >>> backend = MySQLBackend()                       # MariaDB container
-        >>> backend = MySQLBackend(dsn="mysql://root:pw@127.0.0.1:3306/")   # existing server
         >>> db = backend.open_episode([TableData("t", (Column("x"),), (("1",),))])
         >>> db.execute("SELECT x FROM t").rows
         (('1',),)
