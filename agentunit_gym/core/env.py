@@ -33,9 +33,11 @@ from agentunit_gym.core.actions import (
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.info import (
     RESET_OPTION_KEYS,
+    EndInfo,
     ResetInfo,
     StepInfo,
     StepTiming,
+    merge_end,
     running_step_info,
     score_info,
     stable_details,
@@ -404,13 +406,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                 observation = parsed.feedback()
                 info["action_error"] = parsed.to_info()
                 if self.invalid_action == "terminate":
-                    info.update(self.end_episode(parsed.reason, detail=parsed.message))  # type: ignore[typeddict-item]
+                    merge_end(info, self.end_episode(parsed.reason, detail=parsed.message))
                     terminated = True
             else:
                 info["action"] = parsed.to_info()
                 info["thought"] = parsed.thought or ""
                 if self._tool_table[parsed.tool].commits:
-                    info.update(self._commit(parsed))  # type: ignore[typeddict-item]
+                    merge_end(info, self._commit(parsed))
                     observation = "Episode finished."
                     terminated = True
                 else:
@@ -419,8 +421,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                     info["execution"] = stable_details(dict(execution.details))
                     info["execution_error"] = bool(execution.error)
             if not terminated and self._steps >= self.max_steps:
-                info.update(self.end_episode(  # type: ignore[typeddict-item]
-                    FinishReason.TASK_LIMIT, detail=f"step limit {self.max_steps} reached"))
+                limit_end = self.end_episode(FinishReason.TASK_LIMIT, detail=f"step limit {self.max_steps} reached")
+                merge_end(info, limit_end)
                 info["limit"] = LimitKind.STEPS
                 truncated = True
         except AgentUnitError:
@@ -444,13 +446,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             return parsed
         return self._validate(parsed)
 
-    def end_episode(self, reason: FinishReason, *, detail: str = "") -> dict[str, Any]:
+    def end_episode(self, reason: FinishReason, *, detail: str = "") -> EndInfo:
         """End the running episode for ``reason`` (used by limit and policy wrappers).
 
         Returns:
-            The ``info`` entries of the end: ``finish_reason``, ``score`` (a
-            :class:`~agentunit_gym.core.info.ScoreInfo`), ``finish_detail`` and ``limit`` (``""``:
-            the caller names the limit).
+            The ``info`` entries of the end (:class:`~agentunit_gym.core.info.EndInfo`):
+            ``finish_reason``, ``score`` (a :class:`~agentunit_gym.core.info.ScoreInfo`),
+            ``finish_detail`` and ``limit`` (``""``: the caller names the limit).
 
         Raises:
             EpisodeStateError: no episode is running.
@@ -506,11 +508,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
     # -------------------------------------------------------------- private
 
-    def _commit(self, action: Action) -> dict[str, Any]:
+    def _commit(self, action: Action) -> EndInfo:
         score = self._score(action)
         return self._record_end(FinishReason.COMPLETE, score, score.detail)
 
-    def _record_end(self, reason: FinishReason, score: Score, detail: str) -> dict[str, Any]:
+    def _record_end(self, reason: FinishReason, score: Score, detail: str) -> EndInfo:
         self._finish = reason
         self._score_value = score
         try:

@@ -11,6 +11,7 @@ reply and nothing else.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, SupportsFloat
 
@@ -173,7 +174,7 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
 
         base = self.env.unwrapped
         reason, detail = abort.reason, abort.detail
-        end: dict[str, Any] = {}
+        end: Mapping[str, Any] = {}
         if getattr(base, "finish_reason", None) is None and reason is not FinishReason.COMPLETE:
             try:
                 end = end_episode(self.env, reason, detail=detail)
