@@ -188,12 +188,14 @@ def end_episode(env: gym.Env[Any, Any], reason: FinishReason, *, detail: str = "
     episode (a runner's wall-clock limit, a model's context-window refusal): the trap
     verdict, the context count and the trace then come out as for an episode ended in a step.
 
-    Example::
-
-        env = make_eval_env("AgentUnit/DB-v0", backend="sqlite", trace_dir="traces")
-        env.reset(seed=0)
-        info = end_episode(env, FinishReason.TASK_LIMIT, detail="wall-clock limit reached")
-        trace = info["trace"]  # written to traces/ too
+    Example (``trace_dir=`` would also write the trace to a file):
+        >>> import agentunit_gym
+        >>> env = agentunit_gym.make_eval_env("AgentUnit/DB-v0", backend="sqlite")
+        >>> _ = env.reset(seed=0)
+        >>> info = end_episode(env, FinishReason.TASK_LIMIT, detail="wall-clock limit reached")
+        >>> info["finish_reason"].abbreviation, info["trace"].finish_detail, info["invalid_count"]
+        ('TLE', 'wall-clock limit reached', 0)
+        >>> env.close()
 
     Args:
         env: a wrapper stack over an AgentUnit env (or the env itself).

@@ -120,10 +120,15 @@ class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     episode through the stack as ``TASK_LIMIT`` (``info["limit"]`` is ``steps``), so the step
     returns the score and reward like the env's own turn limit. Otherwise it does nothing.
 
-    Example::
-
-        env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=3)
-        ...  # the third step: truncated, info["finish_reason"] is TASK_LIMIT, info["score"] set
+    Example:
+        >>> import gymnasium as gym, agentunit_gym
+        >>> env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=3)
+        >>> _ = env.reset(seed=0)
+        >>> for _ in range(3):
+        ...     obs, reward, terminated, truncated, info = env.step("Action: Operation\\n```sql\\nSELECT 1\\n```")
+        >>> truncated, info["finish_reason"].abbreviation, info["limit"].value, info["score"]["reward"]
+        (True, 'TLE', 'steps', 0.0)
+        >>> env.close()
     """
 
     layer = Layer.END_TRUNCATED

@@ -61,9 +61,15 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     step's flags get LOOP. With ``on_loop="end"`` the episode ends there with
     ``TASK_LIMIT`` (``truncated=True``), as AgentBench counts a repeating agent.
 
-    Example::
-
-        env = DetectLoops(gym.make("AgentUnit/DB-v0"), repeats=3, on_loop="end")
+    Example:
+        >>> import gymnasium as gym, agentunit_gym
+        >>> env = DetectLoops(gym.make("AgentUnit/DB-v0", backend="sqlite"), repeats=3, on_loop="end")
+        >>> _ = env.reset(seed=0)
+        >>> for _ in range(3):
+        ...     obs, reward, terminated, truncated, info = env.step("Action: Operation\\n```sql\\nSELECT 1\\n```")
+        >>> truncated, info["finish_reason"].abbreviation, info["loop"], info["limit"].value
+        (True, 'TLE', 'the same action 3 times in a row', 'loop')
+        >>> env.close()
 
     Args:
         env: a stack over an AgentUnit env.
