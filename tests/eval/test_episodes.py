@@ -74,9 +74,9 @@ def test_async_agents_run_on_both_schedules(tmp_path: Path, vector: str | None) 
 
 
 def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import agentunit_gym.eval.episodes as episodes
+    from agentunit_gym.eval import deadlines
 
-    monkeypatch.setattr(episodes, "STEP_GRACE_S", 0.2)
+    monkeypatch.setattr(deadlines, "STEP_GRACE_S", 0.2)
     # An episode budget that a loaded machine still reaches the first step within.
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=1.0)
     StuckToy.release, StuckToy.returned = threading.Event(), threading.Event()
@@ -93,13 +93,10 @@ def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) ->
     """Ctrl-C cancels the episode loop. When the cancel lands just as an env call returns, the
     loop must still stop (asyncio.wait_for on Python 3.11 returned the call's result instead, and
     the run went on to its end)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from agentunit_gym.eval.episodes import _Scheduler
+    from agentunit_gym.eval.episodes import EpisodeEngine
 
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",))
-    pool = ThreadPoolExecutor(max_workers=1)
-    scheduler = _Scheduler(config, OracleAgent, "a", None, pool, pool)  # type: ignore[arg-type]
+    engine = EpisodeEngine(config, OracleAgent, "a", width=1)
     after: list[str] = []
 
     async def main() -> None:
@@ -112,14 +109,14 @@ def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) ->
             loop.call_soon_threadsafe(me.cancel)
             return "done"
 
-        await scheduler._env(call)
+        await engine._env(call)
         after.append("went on")
 
     try:
         with pytest.raises(asyncio.CancelledError):
             asyncio.run(main())
     finally:
-        pool.shutdown()
+        engine.close([])
     assert after == []
 
 
