@@ -11,7 +11,8 @@ outside, warm up, close. A copy is one of:
   ``AsyncVectorEnv`` in a process of its own (``--vector async``).
 
 Each copy steps on its own, as soon as its own agent replies: ``--vector`` chooses where the
-copies live, not a per-turn barrier (there is none: docs/eval.md, "Where the env copies live").
+copies live, not a per-turn barrier (there is none; docs/eval.md, "Asynchronous episodes, and
+where the env copies live").
 """
 
 from __future__ import annotations
