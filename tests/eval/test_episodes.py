@@ -1,5 +1,5 @@
-"""Asynchronous episodes (the default schedule): no barrier between episodes, async and sync
-agents, deadlines; and the shared rate gate of a model endpoint."""
+"""The episode engine (asynchronous episodes, the one schedule): no barrier between episodes,
+async and sync agents, deadlines; and the shared rate gate of a model endpoint."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ class WaitingOracle(OracleAgent):
         return OracleAgent.act(self, observation, info)
 
 
-def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path) -> None:
+@pytest.mark.parametrize("vector", [None, "sync", "async"])
+def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path, vector: str | None) -> None:
+    """Wherever the copies live (``--vector`` used to mean a per-turn barrier)."""
     finished: list[str] = []
 
     def progress(record: EpisodeRecord, done: int, total: int) -> None:
@@ -52,7 +54,7 @@ def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path) -> No
 
     WaitingOracle.released = None
     # The queue: t1 r0, t2 r0, t1 r1, t2 r1 on three copies; both t2 episodes end while both t1 wait.
-    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=3)
+    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=3, vector=vector)  # type: ignore[arg-type]
     records = run_episodes(config, WaitingOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv(),
                            progress=progress).records
     assert finished == ["t2", "t2", "t1", "t1"]
@@ -65,8 +67,8 @@ class AsyncOracle(OracleAgent):
         return OracleAgent.act(self, observation, info)
 
 
-@pytest.mark.parametrize("vector", [None, "threads", "sync"])
-def test_async_agents_run_on_both_schedules(tmp_path: Path, vector: str | None) -> None:
+@pytest.mark.parametrize("vector", [None, "threads", "sync", "async"])
+def test_async_agents_run_wherever_the_copies_live(tmp_path: Path, vector: str | None) -> None:
     config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=2, vector=vector)  # type: ignore[arg-type]
     records = run_episodes(config, AsyncOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv()).records
     assert sorted((r.task_id, r.run, r.success, r.steps) for r in records) == [
