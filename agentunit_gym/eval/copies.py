@@ -105,7 +105,8 @@ class VectorCopy:
     def warm_up(self) -> None:
         if isinstance(self.vec, SyncVectorEnv):
             self.vec.envs[0].get_wrapper_attr("warm_up")()
-        # An AsyncVectorEnv's copy warmed up in its own process, as it was made (hosted_copy).
+        # An AsyncVectorEnv's copy warmed up in its own process as it was made (copy_maker):
+        # an error in a call there would end that process.
 
     def close(self) -> None:
         if self._closed:
@@ -148,7 +149,9 @@ def copy_maker(vector: VectorMode | None, make_env: Callable[[], gym.Env[str, st
                                                 autoreset_mode=AutoresetMode.DISABLED), call_timeout_s)
     if vector == "async":
         def in_its_process() -> gym.Env[str, str]:
-            return hosted_copy(make_env, env_id, warm=True)
+            # AsyncVectorEnv also calls this in this process, for an env it reads the spaces
+            # of and closes at once: only the copy in its own process starts its backend.
+            return hosted_copy(make_env, env_id, warm=multiprocessing.parent_process() is not None)
 
         # Text spaces cannot live in shared memory; observations travel through the pipe.
         return lambda: VectorCopy(AsyncVectorEnv([in_its_process], shared_memory=False,

@@ -4,6 +4,7 @@ assignments and aborts travel out of band, never inside an action."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -87,3 +88,29 @@ def test_a_stuck_copy_in_its_own_process_times_out_and_is_terminated() -> None:
     finally:
         copy.close()  # must not wait for the stuck step
     assert not process.is_alive()
+
+
+class WarmCount(ToyEnv):
+    """Counts, per process, the backends started by warm-up."""
+
+    def _warm_backend(self) -> None:
+        import os
+
+        with open(os.environ["WARM_LOG"], "a", encoding="utf-8") as log:
+            log.write(f"{os.getpid()}\n")
+
+
+def test_a_copy_in_its_own_process_starts_its_backend_there_only(tmp_path: Any, monkeypatch: Any) -> None:
+    """AsyncVectorEnv makes one env in this process to read the spaces: that one must not start a
+    backend (a sandbox, a container) only to close it, and its subprocesses raced the copies' forks."""
+    import os
+
+    monkeypatch.setenv("WARM_LOG", str(tmp_path / "warm.log"))
+    copy = copy_maker("async", WarmCount, "AgentUnit/Toy-v0", 30.0)()
+    assert isinstance(copy, VectorCopy) and isinstance(copy.vec, gym.vector.AsyncVectorEnv)
+    try:
+        copy.warm_up()
+        pids = (tmp_path / "warm.log").read_text().split()
+        assert pids == [str(copy.vec.processes[0].pid)] and str(os.getpid()) not in pids
+    finally:
+        copy.close()
