@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -148,10 +149,12 @@ def copy_maker(vector: VectorMode | None, make_env: Callable[[], gym.Env[str, st
         return lambda: VectorCopy(SyncVectorEnv([lambda: hosted_copy(make_env, env_id, warm=False)],
                                                 autoreset_mode=AutoresetMode.DISABLED), call_timeout_s)
     if vector == "async":
+        here = os.getpid()
+
         def in_its_process() -> gym.Env[str, str]:
             # AsyncVectorEnv also calls this in this process, for an env it reads the spaces
             # of and closes at once: only the copy in its own process starts its backend.
-            return hosted_copy(make_env, env_id, warm=multiprocessing.parent_process() is not None)
+            return hosted_copy(make_env, env_id, warm=os.getpid() != here)
 
         # Text spaces cannot live in shared memory; observations travel through the pipe.
         return lambda: VectorCopy(AsyncVectorEnv([in_its_process], shared_memory=False,
