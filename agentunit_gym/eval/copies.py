@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -114,8 +115,11 @@ class VectorCopy:
             return
         self._closed = True
         if isinstance(self.vec, AsyncVectorEnv):
-            # A process still in a call (stuck: the engine gave up on it) would never answer a close.
-            self.vec.close(terminate=self._busy)
+            # A process still in a call (stuck: the engine gave up on it, with a BackendTimeoutError
+            # that says so) would never answer a close: terminate it, without gymnasium's warning.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.vec.close(terminate=self._busy)
         else:
             self.vec.close()
 
