@@ -27,8 +27,9 @@ tail, not the schedule. Reports:
   handed in queue order to C workers, the env taking no time): the tail of the last
   episodes is in the ideal's way even then.
 
-The naive baseline, measured in the same run: the lockstep loop (``--vector threads``), where
-each turn waits for every agent in flight.
+The naive baseline, measured in the same run: the lockstep loop over a threaded vector env
+(benchmarks/lockstep.py, what ``--vector threads`` ran before the asynchronous engine became
+the only one), where each turn waits for every agent in flight.
 
 Usage (from the repo root)::
 
@@ -54,11 +55,12 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from lockstep import run_lockstep_episodes
 from timing import machine_busy_s, own_cpu_s
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.eval.agents import OracleAgent
-from agentunit_gym.eval.config import EvalConfig, VectorMode
+from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.plan import list_tasks, plan
 from agentunit_gym.eval.records import RunPaths, read_records
 from agentunit_gym.eval.runner import run_episodes
@@ -118,19 +120,23 @@ def greedy_makespan(durations: list[float], workers: int) -> float:
     return max(free)
 
 
-def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: VectorMode | None,
+def run_point(env: str, backend: str, concurrency: int, episodes: int, lockstep: bool,
               env_options: dict[str, Any]) -> dict[str, Any]:
+    """One point: the engine, or (``lockstep``) the lockstep baseline over a threaded vector env."""
     probe = gym.make(f"AgentUnit/{env}", backend=backend, **env_options)
     tasks = list_tasks(probe)
     probe.close()
     n = min(len(tasks), episodes)
     runs = max(1, -(-episodes // n))
     config = EvalConfig(envs=(env,), backends=(backend,), agent="lognormal-oracle", n=n, runs=runs,
-                        concurrency=concurrency, vector=vector, seed=1, env_options=env_options)
+                        concurrency=concurrency, seed=1, env_options=env_options)
     LEDGER.clear()
     cpu0, busy0 = own_cpu_s(), machine_busy_s()
     with tempfile.TemporaryDirectory() as tmp:
-        outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
+        if lockstep:
+            outcome = run_lockstep_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp), mode="threads")
+        else:
+            outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
         records = read_records(RunPaths(Path(tmp)).episodes)
     cpu_s, busy_s = own_cpu_s() - cpu0, machine_busy_s() - busy0
     steady = outcome.elapsed_s - outcome.setup_s
@@ -139,7 +145,7 @@ def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: V
     # The episodes' delays in the order the evaluator hands them out (the plan's order).
     queue = [delays.get(item.seed, 0.0) for item in plan(config, {config.envs[0]: tasks})]
     width = min(concurrency, len(records))
-    return {"concurrency": concurrency, "vector": vector or "async episodes", "episodes": len(records),
+    return {"concurrency": concurrency, "vector": "threads" if lockstep else "async episodes", "episodes": len(records),
             "load_avg_1m": os.getloadavg()[0],
             "success_rate": sum(r.success for r in records) / max(1, len(records)),
             "seconds": steady, "setup_s": outcome.setup_s, "agent_s": agent_s,
@@ -174,11 +180,11 @@ def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves:
     try:
         for c in concurrencies:
             episodes = min(max_episodes, max(min_episodes, (target_waves if c in TARGET_CS else waves) * c))
-            rows.append(run_point(env, backend, c, episodes, None, env_options))
+            rows.append(run_point(env, backend, c, episodes, False, env_options))
             _report(name, rows[-1], rows[0])
         for c in baseline:
             episodes = min(max_episodes, max(min_episodes, waves * c))
-            rows.append(run_point(env, backend, c, episodes, "threads", env_options))
+            rows.append(run_point(env, backend, c, episodes, True, env_options))
             _report(name, rows[-1], rows[0])
     finally:
         if server is not None:

@@ -19,7 +19,7 @@ from agentunit_gym.cli.arguments import (
 )
 from agentunit_gym.core import registry
 from agentunit_gym.errors import EXIT_ENDPOINT_DOWN, ConfigError, EndpointDownError
-from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, PROTOCOLS
+from agentunit_gym.eval.config import PROTOCOLS
 from agentunit_gym.tasks.splits import SPLITS
 
 # Options that define a run (stored in config.json). Their parser default is None, so a
@@ -103,9 +103,9 @@ def register(subparsers: Any) -> None:
                    help="openai agents: native tool calling instead of ReAct text")
     p.add_argument("--prices", type=Path, default=None, help="JSON price table {model: [in, out] USD per 1M tokens}")
     p.add_argument("--vector", choices=["sync", "threads", "async"], default=None,
-                   help="run episodes in lockstep over this gymnasium vector env (RL-style; "
-                        f"{DEFAULT_VECTOR_MODE} was the fastest of the three). Default: asynchronous episodes, "
-                        "each stepping as soon as its own agent replies (docs/eval.md)")
+                   help="where the env copies live: async puts each in a gymnasium AsyncVectorEnv, a process of "
+                        "its own; sync in a one-env SyncVectorEnv here; threads (the default) in this process. "
+                        "Episodes always step as soon as their own agent replies (docs/eval.md)")
     p.add_argument("--max-rps", type=positive_float, default=None,
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
     add_model_options(p)
@@ -264,7 +264,8 @@ def run(args: argparse.Namespace) -> int:
         from agentunit_gym.eval.cluster import connect_cluster
 
         if config.vector is not None:
-            raise ConfigError("--ray runs asynchronous episodes; drop --vector (a lockstep loop in one process).")
+            raise ConfigError("--ray makes the env copies on the cluster's nodes; drop --vector (where the copies "
+                              "live in this process).")
         remote = connect_cluster(args.ray)
         if "max_rps" in agent_options:  # one rate gate per node's actor: each gets its share
             agent_options["max_rps"] = agent_options["max_rps"] / max(1, remote.node_count())

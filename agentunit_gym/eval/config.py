@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agentunit_gym.eval.routing import full_env_id, registered_env_ids
 
 VectorMode = Literal["sync", "threads", "async"]
+"""Where the evaluator's env copies live (``--vector``, :mod:`agentunit_gym.eval.copies`):
+``threads``, the same as unset, in this process, each called on an env thread of its own;
+``sync``, each in a one-env gymnasium ``SyncVectorEnv`` in this process; ``async``, each in a
+one-env gymnasium ``AsyncVectorEnv``, a process of its own. Episodes run on the one
+asynchronous engine in every case."""
 
 Protocol = Literal["agentunit", "agentbench", "agentbench-fc"]
 """Evaluation protocols (``--protocol``): ``agentunit`` (feedback and continue on an invalid
@@ -20,13 +25,6 @@ example), ``agentbench-fc`` (the same, with AgentBench FC's tool schemas)."""
 PROTOCOLS: tuple[str, ...] = ("agentunit", "agentbench", "agentbench-fc")
 
 InvalidAction = Literal["continue", "terminate"]
-
-DEFAULT_VECTOR_MODE: VectorMode = "threads"
-"""The lockstep vector env that ``--vector`` names when a lockstep loop is asked for.
-Measured in docs/performance.md ("Evaluator"): copies stepped in a thread pool beat both
-gymnasium's SyncVectorEnv (copies one after another) and AsyncVectorEnv (a process per
-copy: pickling, pipes, and a backend start per process) on these I/O-bound envs."""
-
 
 class EvalConfig(BaseModel):
     """Everything that defines a run (written to ``config.json``; a resume must match it)."""
@@ -54,10 +52,9 @@ class EvalConfig(BaseModel):
     """Wall-clock limit of one episode, agent time included."""
     max_infra_retries: int = Field(default=2, ge=0)
     vector: VectorMode | None = None
-    """None (the default): asynchronous episodes, each stepping as soon as its own agent
-    replies (:mod:`agentunit_gym.eval.episodes`). ``sync``, ``threads`` or ``async``: the
-    lockstep loop over that gymnasium vector env (:mod:`agentunit_gym.eval.lockstep`), one
-    step for every copy per turn, as an RL-style loop runs."""
+    """Where the env copies live (:data:`VectorMode`); None (the default) and ``threads``: in
+    this process. Every run uses the asynchronous episode engine
+    (:mod:`agentunit_gym.eval.episodes`): each episode steps as soon as its own agent replies."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
     env_options_by_env: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -99,4 +96,4 @@ class EvalConfig(BaseModel):
                                         "invalid_action", "network", "full_text"})
 
 
-__all__ = ["DEFAULT_VECTOR_MODE", "PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]
+__all__ = ["PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]
