@@ -15,7 +15,6 @@ CHECKED = ("eval", "backends/sql")
 BEING_SPLIT = {
     "backends/sql/mysql.py": "issue 24 point 5, another branch",
     "eval/model_client.py": "issue 24 point 5, branch realmodel",
-    "eval/cluster.py": "issue 24 point 1 (one engine), branch engine",
 }
 
 
