@@ -83,6 +83,11 @@ def register(subparsers: Any) -> None:
                    help="agentunit (default) | agentbench: AgentBench's settings at once (an invalid reply ends "
                         "the episode, the domain's AgentBench turn limit, its observation caps, the ReAct prompt) | "
                         "agentbench-fc: the same with AgentBench FC's tool schemas, from each domain's description")
+    p.add_argument("--agentbench-root", type=Path, default=None, metavar="DIR",
+                   help="an AgentBench checkout (v0.2, the text protocol): under --protocol agentbench each "
+                        "episode opens with AgentBench's own instructions, acknowledgement and one-shot, read from "
+                        "it. Default: the checkout a --tasks path lies in; without one, agentunit-gym's own prompt "
+                        "(the run's config and report say which)")
     p.add_argument("--invalid-action", choices=["continue", "terminate"], default=None,
                    help="an invalid reply: continue with feedback (default) or terminate the episode "
                         "(AgentBench; the default under --protocol agentbench)")
@@ -208,6 +213,7 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         for env_id, options in resolve_env_options(args.env_option, run_envs).items():
             merged.setdefault(env_id, {}).update(options)
         data["env_options_by_env"] = merged
+    _set_agentbench_root(data, args.agentbench_root)
     if not stored:
         data.setdefault("envs", env_ids())
         data.setdefault("agent", _DEFAULTS["agent"])
@@ -220,6 +226,47 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"{field}: {first['msg']}.") from None
+
+
+def _set_agentbench_root(data: dict[str, Any], given: Path | None) -> None:
+    """Put the AgentBench checkout of the run in ``data`` (``--agentbench-root``, else the one a
+    ``--tasks`` path lies in) when the protocol is ``agentbench``.
+
+    Raises:
+        ConfigError: ``--agentbench-root`` under another protocol, or a folder that is not a checkout.
+    """
+    from agentunit_gym.tasks.agentbench_checkout import resolve_checkout
+
+    protocol = data.get("protocol") or "agentunit"
+    if protocol != "agentbench":
+        if given is not None:
+            raise ConfigError("--agentbench-root gives AgentBench's prompts to --protocol agentbench; add that "
+                              f"protocol or drop the option (this run's protocol: {protocol}).")
+        return
+    if given is None and data.get("agentbench_root"):
+        return  # a resume keeps the stored checkout
+    root = resolve_checkout(given, data.get("tasks") or ())
+    data["agentbench_root"] = str(root) if root is not None else None
+
+
+def check_agentbench_prompts(config: Any) -> list[str]:
+    """Read every run domain's AgentBench conversation from the run's checkout once (so a checkout
+    laid out otherwise stops the run before its first episode); one line per env saying where
+    its opening turns come from.
+
+    Raises:
+        AgentBenchCheckoutError: a task module is missing or laid out otherwise.
+    """
+    from agentunit_gym.eval.routing import env_domain, scripted_conversation
+
+    lines = []
+    for env_id in config.envs:
+        domain = env_domain(env_id)
+        conversation = (scripted_conversation(domain, config.protocol, config.agentbench_root)
+                        if domain and config.agentbench_root else None)
+        source = conversation.source if conversation is not None else "agentunit-gym's own prompt"
+        lines.append(f"{env_id}: prompts from {source}")
+    return lines
 
 
 def resume_command(run_dir: Path) -> str:
@@ -246,6 +293,14 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             print(f"agentunit-gym: {len(problems)} item(s) could not be converted and are left out "
                   "(`agentunit-gym tasks validate` lists them)", file=sys.stderr)
+    if config.protocol == "agentbench":
+        if config.agentbench_root is None:
+            err.print("--protocol agentbench without an AgentBench checkout: the agent gets agentunit-gym's own "
+                      "prompt (give --agentbench-root DIR for AgentBench's own; docs/eval.md)",
+                      markup=False, soft_wrap=True)
+        else:
+            for line in check_agentbench_prompts(config):
+                err.print(line, markup=False, soft_wrap=True)
     agent_options: dict[str, Any] = {}
     settings = config.agent_settings
     if settings.get("mode"):
@@ -347,14 +402,14 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     from agentunit_gym.core.finish import FinishReason
-    from agentunit_gym.eval.report import fmt, headline_names
+    from agentunit_gym.eval.report import fmt, headline_names, model_settings_line, prompt_source_line
 
     config = summary.get("config") or {}
     console.print(f"protocol: {config.get('protocol', 'agentunit')}, "
                   f"invalid action: {config.get('invalid_action', 'continue')}, "
                   f"network: {'on' if config.get('network') else 'off'}", markup=False)
-    from agentunit_gym.eval.report import model_settings_line
-
+    if config.get("protocol") == "agentbench":
+        console.print(f"prompts: {prompt_source_line(config)}", markup=False, soft_wrap=True)
     settings = model_settings_line(config.get("agent_settings") or {})
     if settings:
         console.print(settings.rstrip(" |"), markup=False)
