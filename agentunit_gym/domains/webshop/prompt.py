@@ -44,7 +44,7 @@ PROMPT = Prompt(
         ExampleStep(
             f"Observation:\n{_HEAD} [SEP] < Prev [SEP] size [SEP] medium [SEP] large [SEP] color [SEP] black "
             "[SEP] Norta Cozy Hoodie For Women, Fleece Lined, Kangaroo Pocket [SEP] Price: $34.50 [SEP] "
-            "Rating: 4.3 [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now\n\n"
+            "Rating: N.A. [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now\n\n"
             'Available Actions:\n{"has_search_bar": false, "clickables": ["back to search", "< prev", '
             '"description", "features", "reviews", "buy now", "medium", "large", "black"]}',
             "Thought:\nI think I should choose size large.\n\nAction:\nclick[large]",
