@@ -148,6 +148,12 @@ def test_eval_sends_the_checkout_opening_and_says_where_the_prompts_came_from(
     assert config["agentbench_root"] == str(CHECKOUT)
     report = (tmp_path / "ab" / "report.html").read_text()
     assert f"prompts: AgentBench&#x27;s, read from the checkout {CHECKOUT}" in report
+    # The export rebuilds the conversation the model saw, the checkout's opening included.
+    from agentunit_gym.eval.export import export_run
+
+    export_run(tmp_path / "ab", tmp_path / "ab.jsonl")
+    [row] = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]
+    assert row["messages"][:3] == first and row["messages"][3]["role"] == "assistant"
 
     with FakeChatServer(_answer_empty) as server:
         assert main([*base, "--base-url", server.base_url, "--output", str(tmp_path / "own")]) == 0
