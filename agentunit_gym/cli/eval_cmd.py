@@ -213,13 +213,13 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         for env_id, options in resolve_env_options(args.env_option, run_envs).items():
             merged.setdefault(env_id, {}).update(options)
         data["env_options_by_env"] = merged
-    _set_agentbench_root(data, args.agentbench_root)
     if not stored:
         data.setdefault("envs", env_ids())
         data.setdefault("agent", _DEFAULTS["agent"])
         protocol = data.get("protocol") or "agentunit"
         if data.get("invalid_action") is None:
             data["invalid_action"] = "continue" if protocol == "agentunit" else "terminate"
+    _set_agentbench_root(data, args.agentbench_root)
     try:
         return EvalConfig.model_validate(data), output
     except ValidationError as exc:
@@ -232,8 +232,13 @@ def _set_agentbench_root(data: dict[str, Any], given: Path | None) -> None:
     """Put the AgentBench checkout of the run in ``data`` (``--agentbench-root``, else the one a
     ``--tasks`` path lies in) when the protocol is ``agentbench``.
 
+    The checkout's prompts are read for every env of the run: one named by ``--agentbench-root``
+    that does not hold them stops the run; one found above ``--tasks`` is dropped with a note
+    on stderr (the run gets our prompts).
+
     Raises:
-        ConfigError: ``--agentbench-root`` under another protocol, or a folder that is not a checkout.
+        ConfigError: ``--agentbench-root`` under another protocol, a folder that is not a
+            checkout, or (``AgentBenchCheckoutError``) a named checkout without the prompts.
     """
     from agentunit_gym.tasks.agentbench_checkout import resolve_checkout
 
@@ -247,12 +252,31 @@ def _set_agentbench_root(data: dict[str, Any], given: Path | None) -> None:
         return  # a resume keeps the stored checkout
     root = resolve_checkout(given, data.get("tasks") or ())
     data["agentbench_root"] = str(root) if root is not None else None
+    if root is None:
+        return
+    from agentunit_gym.errors import AgentBenchCheckoutError
+    from agentunit_gym.eval.routing import full_env_id
+
+    try:
+        for env_id in data.get("envs") or ():
+            domain = registry.domain_of_env(full_env_id(env_id))
+            preset = domain.protocols.get("agentbench") if domain is not None else None
+            if preset is not None and preset.conversation is not None:
+                preset.conversation(root)  # read now, uncached: the checkout as it is
+    except AgentBenchCheckoutError as exc:
+        if given is not None:
+            raise  # asked for by name: stop before the first episode
+        # Found above --tasks, not asked for: a checkout of another release (the function-calling
+        # one has no text-protocol modules) must not stop the run; it gets our prompts, said so.
+        print(f"agentunit-gym: the AgentBench checkout {root} (found above --tasks) does not hold the "
+              f"text-protocol prompts this version reads ({exc}); the run uses agentunit-gym's own prompts. "
+              "Give --agentbench-root to insist.", file=sys.stderr)
+        data["agentbench_root"] = None
 
 
 def check_agentbench_prompts(config: Any) -> list[str]:
-    """Read every run domain's AgentBench conversation from the run's checkout once (so a checkout
-    laid out otherwise stops the run before its first episode); one line per env saying where
-    its opening turns come from.
+    """One line per env of a ``--protocol agentbench`` run saying where its opening turns come
+    from (the checkout's module, or our own prompt).
 
     Raises:
         AgentBenchCheckoutError: a task module is missing or laid out otherwise.

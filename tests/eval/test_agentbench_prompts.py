@@ -169,3 +169,33 @@ def test_agentbench_root_needs_the_agentbench_protocol(tmp_path: Path, capsys: p
                  "--output", str(tmp_path / "x")])
     assert code == 2
     assert "--agentbench-root gives AgentBench's prompts to --protocol agentbench" in capsys.readouterr().err
+
+
+def test_a_checkout_found_above_tasks_is_used_and_one_of_another_release_is_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.domains.db.test_agentbench import DEV
+
+    checkout = tmp_path / "AgentBench"
+    shutil.copytree(CHECKOUT, checkout)
+    data = checkout / "data" / "dbbench" / "dev.jsonl"
+    data.parent.mkdir(parents=True)
+    data.write_text(json.dumps(DEV[0]) + "\n", encoding="utf-8")
+    base = ["eval", "--tasks", str(data), "--backend", "sqlite", "--agent", "openai:m", "--protocol", "agentbench",
+            "--no-endpoint-check", "--quiet"]
+    with FakeChatServer(_answer_empty) as server:
+        assert main([*base, "--base-url", server.base_url, "--output", str(tmp_path / "found")]) == 0
+    assert [m["role"] for m in server.requests[0]["messages"]] == ["user", "assistant", "user"]
+    assert json.loads((tmp_path / "found" / "config.json").read_text())["agentbench_root"] == str(checkout)
+    capsys.readouterr()
+
+    (checkout / "src/server/tasks/dbbench/__init__.py").unlink()  # as in the function-calling release
+    with FakeChatServer(_answer_empty) as server:
+        assert main([*base, "--base-url", server.base_url, "--output", str(tmp_path / "other")]) == 0
+    err = capsys.readouterr().err
+    assert f"the AgentBench checkout {checkout} (found above --tasks) does not hold" in " ".join(err.split())
+    assert server.requests[0]["messages"][0]["role"] == "system"
+    assert json.loads((tmp_path / "other" / "config.json").read_text())["agentbench_root"] is None
+    # Asked for by name, the same checkout stops the run before its first episode.
+    assert main([*base, "--agentbench-root", str(checkout), "--base-url", "http://127.0.0.1:9/v1",
+                 "--output", str(tmp_path / "named")]) == 2
+    assert "dbbench/__init__.py: cannot read it" in capsys.readouterr().err
