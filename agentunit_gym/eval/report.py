@@ -293,10 +293,10 @@ def write_report(run_dir: Path) -> Path:
                                                   "out of the metrics)" if apart else "")
             + f" | agent {html.escape(str(config.get('agent')))} | "
             f"protocol {html.escape(str(config.get('protocol', 'agentunit')))} (invalid action: "
-            f"{html.escape(str(config.get('invalid_action', 'continue')))}"
-            + (f"; prompts: {html.escape(prompt_source_line(config))}" if config.get("protocol") == "agentbench"
-               else "") + ") | "
-            f"network {'on' if config.get('network') else 'off'} | "
+            f"{html.escape(str(config.get('invalid_action', 'continue')))}) | "
+            + (f"prompts: {html.escape(prompt_source_line(config))} | " if config.get("protocol") == "agentbench"
+               else "")
+            + f"network {'on' if config.get('network') else 'off'} | "
             f"{html.escape(model_settings_line(config.get('agent_settings') or {}))}"
             f"backends {html.escape(', '.join(summary.get('backends', [])))} | agentunit-gym "
             f"{html.escape(summary['package_version'])} | git {html.escape(str(summary.get('git_revision')))} | "
