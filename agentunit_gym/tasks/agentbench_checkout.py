@@ -29,7 +29,7 @@ from typing import Any
 
 from agentunit_gym.errors import AgentBenchCheckoutError
 
-TASKS_DIR = Path("src") / "server" / "tasks"
+TASKS_DIR = Path("src/server/tasks")
 """Where an AgentBench checkout keeps its task modules."""
 
 
