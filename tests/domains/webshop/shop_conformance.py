@@ -86,7 +86,9 @@ def check_item_and_sub_pages(backend: ShopBackend, task: WebShopTask, catalog: C
     assert features.text.split(SEP)[4:] == list(product.bullet_points)
     session.click("< prev")
     reviews = session.click("Reviews").view.text.split(SEP)[4:]
-    assert reviews == ["No reviews found"]  # as WebShop shows it under AgentBench, whatever the catalog holds
+    # As WebShop's template of AgentBench's time shows the reviews AgentBench's copy never loads:
+    # nothing past the header, whatever the catalog holds.
+    assert reviews == []
     session.click("< Prev")
     results = session.click("< Prev").view
     assert results.page == "results" and results.options == {}
