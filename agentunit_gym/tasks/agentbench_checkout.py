@@ -114,19 +114,6 @@ class Template:
                 f"{self!r}. The checkout's task module is not laid out as this version of agentunit-gym reads it.")
         return "".join(values[p.index] if isinstance(p, Slot) else p for p in self.parts)
 
-    def literal_parts(self) -> list[str]:
-        """The literal pieces between the slots (adjacent literals joined)."""
-        pieces: list[str] = []
-        current = ""
-        for part in self.parts:
-            if isinstance(part, Slot):
-                pieces.append(current)
-                current = ""
-            else:
-                current += part
-        pieces.append(current)
-        return pieces
-
 
 @dataclass(frozen=True)
 class Injected:
