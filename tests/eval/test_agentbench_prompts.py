@@ -199,3 +199,18 @@ def test_a_checkout_found_above_tasks_is_used_and_one_of_another_release_is_not(
     assert main([*base, "--agentbench-root", str(checkout), "--base-url", "http://127.0.0.1:9/v1",
                  "--output", str(tmp_path / "named")]) == 2
     assert "dbbench/__init__.py: cannot read it" in capsys.readouterr().err
+
+
+def test_a_scripted_conversation_pickles_and_alternates_from_user() -> None:
+    import pickle
+
+    from agentunit_gym.core.conversation import ScriptedConversation
+    from agentunit_gym.domains.kg.prompt import agentbench_task_values
+    from agentunit_gym.tasks.agentbench_checkout import Slot, Template
+
+    conversation = scripted_conversation("kg", "agentbench", str(CHECKOUT))
+    assert conversation is not None
+    again = pickle.loads(pickle.dumps(conversation))  # envs travel to worker processes with it
+    assert again.messages() == conversation.messages() and again.task == conversation.task
+    with pytest.raises(AgentBenchCheckoutError, match="alternate user / assistant"):
+        ScriptedConversation((("assistant", "hi"),), Template(("Q: ", Slot(0))), agentbench_task_values, "x")
