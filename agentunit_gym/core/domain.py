@@ -36,6 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from agentunit_gym.core.conversation import ConversationBuilder
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, collect_tasks
@@ -322,6 +323,10 @@ class ProtocolPreset:
     ...). None: every invalid reply (the generic rule). The benchmark's own loop decides:
     AgentBench's KG task answers every failed call with its error text and goes on
     (``frozenset()``); its WebShop task ends only on a reply with no action it can parse."""
+    conversation: ConversationBuilder | None = None
+    """Builds, from the user's AgentBench checkout (a ``Path``), the conversation the benchmark
+    opens an episode with under this protocol (:mod:`agentunit_gym.core.conversation`); None
+    keeps the chat agent's own system message and worked example."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_options", _frozen_mapping(self.env_options))

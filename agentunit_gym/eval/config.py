@@ -67,6 +67,11 @@ class EvalConfig(BaseModel):
     the paths hold tasks of when no ``--env`` is given)."""
     protocol: Protocol = "agentunit"
     """The evaluation protocol (see :data:`Protocol`)."""
+    agentbench_root: str | None = None
+    """The AgentBench checkout (absolute path) whose instructions and one-shot examples open each
+    episode under ``protocol="agentbench"`` (``--agentbench-root``, or the checkout a ``--tasks``
+    path lies in); None: the chat agent's own system message and worked example, also under
+    that protocol (docs/eval.md, "Prompts under --protocol agentbench")."""
     agent_settings: dict[str, Any] = Field(default_factory=dict)
     """How the agent was reached (``base_url``, ``api_key_env``, ``mode``, ``max_rps``), so a
     ``--resume`` without those options reaches it the same way. Never the key itself."""
@@ -93,7 +98,7 @@ class EvalConfig(BaseModel):
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
                                         "trap_rate", "seed", "env_options", "env_options_by_env", "tasks", "protocol",
-                                        "invalid_action", "network", "full_text"})
+                                        "agentbench_root", "invalid_action", "network", "full_text"})
 
 
 __all__ = ["PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]

@@ -240,6 +240,8 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
             options["ending_issues"] = ending
     if config.protocol != "agentunit":
         options["protocol"] = config.protocol
+        if config.agentbench_root is not None:
+            options["agentbench_root"] = config.agentbench_root
     if config.trap_rate is not None:
         options["trap_rate"] = config.trap_rate
     if config.full_text:

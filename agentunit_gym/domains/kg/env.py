@@ -27,6 +27,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agentunit_gym.backends.sparql.base import SPARQLBackend
@@ -81,6 +82,26 @@ def _variable_param(name: str = "variable") -> Param:
     return Param(name, "string", "a variable id such as #0, an entity id, or an entity's name from the question")
 
 
+def _freebase_vocabulary(ontology: str | Path | bool | None, tasks: list[KGTask]) -> Vocabulary:
+    """The Freebase vocabulary: AgentBench's ontology when given (or found above the tasks'
+    files), else the store's own."""
+    from agentunit_gym.domains.kg.ontology import ONTOLOGY_DIR, agentbench_vocabulary
+    from agentunit_gym.tasks.agentbench_checkout import find_checkout
+
+    if ontology is False:
+        return Vocabulary.from_store()
+    if ontology is not None and ontology is not True:
+        return agentbench_vocabulary(ontology)
+    for task in tasks:
+        root = find_checkout(task.source.split("#", 1)[0]) if task.source else None
+        if root is not None and (root / ONTOLOGY_DIR / "vocab.json").is_file():
+            return agentbench_vocabulary(root)
+    if ontology is True:
+        raise ConfigError("ontology=True: none of the tasks' files lies in an AgentBench checkout with the KG "
+                          "ontology; give the checkout's path instead.")
+    return Vocabulary.from_store()
+
+
 class KGEnv(AgentEnv[KGTask]):
     """AgentBench's knowledge-graph domain as a gymnasium env.
 
@@ -104,6 +125,11 @@ class KGEnv(AgentEnv[KGTask]):
         max_results: the most results one lookup may return; a step past it fails (an
             observation), so a set can never grow without bound.
         sparql_backend: an already open backend to use; the env does not close it.
+        ontology: on the Freebase graph, AgentBench's ontology vocabulary to filter the
+            relations and attributes the store lists (as AgentBench's KG task does): an
+            AgentBench checkout or its ``ontology`` folder; None finds the checkout the tasks'
+            files lie in (none: the store's own); False: always the store's own. Ignored on
+            the bundled graph (:mod:`agentunit_gym.domains.kg.ontology`).
 
     Raises:
         ConfigError: an unknown option value.
@@ -145,6 +171,7 @@ class KGEnv(AgentEnv[KGTask]):
         query_timeout: float = 10.0,
         max_results: int = 100_000,
         sparql_backend: SPARQLBackend | None = None,
+        ontology: str | Path | bool | None = None,
     ) -> None:
         self._store: SPARQLBackend | None = None
         self._owns_backend = False
@@ -160,7 +187,8 @@ class KGEnv(AgentEnv[KGTask]):
         self.graph = graph
         self.query_timeout = float(query_timeout)
         self.max_results = int(max_results)
-        self.vocabulary = Vocabulary.bundled() if graph == "bundled" else Vocabulary.from_store()
+        self.vocabulary = Vocabulary.bundled() if graph == "bundled" else _freebase_vocabulary(
+            ontology, self._all_tasks)
         if sparql_backend is not None:
             self._store = sparql_backend
         else:

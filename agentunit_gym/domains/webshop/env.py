@@ -68,6 +68,26 @@ INTRO = f"{PAGE_GUIDE}\n\n{GRAMMAR}"
 agent's system message says who the agent is, not these)."""
 
 
+def webshop_folder_of(tasks: TaskSource) -> Path | None:
+    """The WebShop data folder that ``tasks`` (already read) come from, when they are WebShop's
+    human goals (``catalog: webshop-files``): the folder of their ``items_human_ins.json``;
+    None for other tasks. Goals of WebShop's catalog must run over it, not the generated one.
+
+    Raises:
+        ConfigError: goals of WebShop's catalog that do not say which file they came from.
+    """
+    if isinstance(tasks, (str, Path)) or not tasks:
+        return None
+    goals = [t for t in tasks if isinstance(t, WebShopTask) and t.catalog == "webshop-files"]
+    if not goals:
+        return None
+    folders = {Path(t.source.split("#", 1)[0]).parent for t in goals if t.source}
+    if len(folders) != 1 or len(goals) != len([t for t in goals if t.source]):
+        raise ConfigError("these WebShop goals are about WebShop's own catalog and do not name one data folder; "
+                          "pass webshop_data=FOLDER (eval --env-option WebShop-v0:webshop_data=FOLDER).")
+    return folders.pop()
+
+
 def format_observation(view: PageView, *, first: bool = False) -> str:
     """A page as the agent reads it, in AgentBench's layout."""
     head = "The initial observation" if first else "Observation"
@@ -149,6 +169,8 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         self.invalid_move = invalid_move
         if webshop_data is None and isinstance(tasks, (str, Path)) and DOMAIN.detect_format(tasks) == "webshop":
             webshop_data, tasks = tasks, None  # WebShop's data folder: its goals over its own catalog
+        if webshop_data is None and shop_backend is None and url is None:
+            webshop_data = webshop_folder_of(tasks)  # its goals, read earlier (eval --tasks): the same catalog
         catalog: Catalog | None = None
         if webshop_data is not None and shop_backend is None:
             from agentunit_gym.backends.shop.factory import open_catalog
