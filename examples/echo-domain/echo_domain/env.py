@@ -35,7 +35,7 @@ class EchoEnv(AgentEnv[EchoTask]):
         return "inline"
 
     def _start_episode(self, task: EchoTask) -> str:
-        return f"{self.grammar}\n\nTask: say the word {task.word!r}."
+        return f"{self.grammar}\n\nTask: {task.instruction}"
 
     def _parse_react(self, text: str) -> Action | ActionError:
         found = _ACT.findall(text)
