@@ -155,17 +155,18 @@ def run_reference(env: gym.Env[str, str], task: TaskSpec,
 
 
 def valid_replies(env: AgentEnv[Any], count: int = 4) -> tuple[str, ...]:
-    """Replies that parse to actions: reference steps of the first tasks (some look, some commit)."""
-    out: list[str] = []
+    """Replies that parse to actions: reference steps of the first tasks, the looking ones
+    (which leave the episode running) first, then committing ones."""
+    looks: list[str] = []
+    commits: list[str] = []
     for task in sorted(env.tasks, key=lambda t: t.id):
         for step in task.reference_solution:
-            if not step.from_output:
-                reply = env.render_action(step)
-                if isinstance(reply, str) and reply not in out:
-                    out.append(reply)
-        if len(out) >= count:
+            reply = env.render_action(step) if not step.from_output else None
+            if isinstance(reply, str) and reply not in looks + commits:
+                (commits if env.tool_table[step.tool].commits else looks).append(reply)
+        if len(looks) >= count // 2 and len(commits) >= count - count // 2:
             break
-    return tuple(out[:count])
+    return tuple(looks[: count // 2] + commits[: count - count // 2])
 
 
 def huge_reply(env: AgentEnv[Any]) -> str:
