@@ -188,20 +188,25 @@ def test_continue_policy_shows_feedback_and_goes_on(domain_case: DomainCase) -> 
 
 
 def _near_valid(base: AgentEnv[Any]) -> st.SearchStrategy[str]:
-    """The domain's own calls, in both forms, with junk where the arguments go, and cut short."""
+    """The domain's own calls, in both forms, with junk where the arguments go: as written, in
+    the wrong case, with the closing half missing, or cut after a few characters."""
     tools = list(base.tool_table.values())
 
-    def call(tool_index: int, junk: str, form: str, cut: int) -> str:
+    def call(tool_index: int, junk: str, form: str, edit: int) -> str:
         spec = tools[tool_index]
         arguments: dict[str, Any] = {p.name: junk for p in spec.params}
         text = render_json_call(spec.name, arguments) if form == "json" else base.render_action(
             ReferenceStep(tool=spec.name, arguments=arguments))
         assert isinstance(text, str)
-        return text[:cut] if cut else text
+        if edit == 1:  # the markers in the wrong case
+            return text.swapcase()
+        if edit == 2:  # the closing half missing (an unclosed block or bracket)
+            return text[: max(1, len(text) - 1 - len(text) // 3)]
+        return text[:edit] if edit > 2 else text
 
     junk = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
     return st.builds(call, st.integers(0, len(tools) - 1), junk, st.sampled_from(["react", "json"]),
-                     st.sampled_from([0, 0, 5, 12]))
+                     st.sampled_from([0, 0, 1, 2, 5, 12]))
 
 
 _junk = st.text(st.characters(exclude_categories=("Cs",)), max_size=200)
