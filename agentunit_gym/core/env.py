@@ -30,6 +30,7 @@ from agentunit_gym.core.actions import (
     parse_json_call,
     render_json_call,
 )
+from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.info import (
     RESET_OPTION_KEYS,
@@ -97,11 +98,10 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
 
-    domain: ClassVar[str]
-    """Short domain name, as in the domain's description; its bundled suite is the default task set."""
-    task_model: ClassVar[type[TaskSpec]]
+    DOMAIN: ClassVar[Domain]
+    """The domain's description (its package's ``DOMAIN``): the one place the env reads its
+    name, task model, step limit, bundled suite and task formats from."""
     tools: ClassVar[tuple[ToolSpec, ...]]
-    default_max_steps: ClassVar[int]
     grammar: ClassVar[str]
     """How to write actions, shown in ``info`` and in prompts."""
 
@@ -202,6 +202,21 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._warm_backend()
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def domain(self) -> str:
+        """The short domain name (``info["domain"]``), from :attr:`DOMAIN`."""
+        return self.DOMAIN.name
+
+    @property
+    def task_model(self) -> type[TaskSpec]:
+        """The pydantic model of the domain's tasks, from :attr:`DOMAIN`."""
+        return self.DOMAIN.task_model
+
+    @property
+    def default_max_steps(self) -> int:
+        """The domain's turn limit (AgentBench's), from :attr:`DOMAIN`."""
+        return self.DOMAIN.step_limit
 
     @property
     def network(self) -> bool:
@@ -554,9 +569,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def _resolve_tasks(self, tasks: TaskSource) -> list[TaskT]:
         specs: Sequence[TaskSpec | dict[str, Any]]
         if tasks is None:
-            from agentunit_gym.core.registry import get_domain  # the registry imports env classes lazily
-
-            specs = get_domain(self.domain).bundled_tasks()  # each with its split
+            specs = self.DOMAIN.bundled_tasks()  # each with its split
         elif isinstance(tasks, (str, Path)):
             specs = self._load_path(Path(tasks))
         else:
@@ -577,10 +590,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         good items: the ones that do not convert are logged as one warning, and only a path
         with no usable task raises.
         """
-        from agentunit_gym.core.registry import domain_names, get_domain
-
-        domain = get_domain(self.domain) if self.domain in domain_names() else None
-        if domain is None or domain.detect_format(path) == "native":
+        domain = self.DOMAIN
+        if domain.detect_format(path) == "native":
             return load_tasks(path, self.task_model)
         result = domain.load_tasks(path)
         if result.problems:

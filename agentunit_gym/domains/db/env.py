@@ -104,9 +104,7 @@ class DBEnv(AgentEnv[DBTask]):
         BackendUnavailableError: the asked-for backend cannot be started or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = DBTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = (
         "Each turn, think briefly, then write exactly one action in one of these two forms "
         "(the words in capitals stand for your own text).\n"

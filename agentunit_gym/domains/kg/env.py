@@ -110,9 +110,7 @@ class KGEnv(AgentEnv[KGTask]):
         BackendUnavailableError: the store cannot be opened or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = KGTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("get_relations", "List the relations leaving an entity or a variable.", (_variable_param(),)),

@@ -67,10 +67,8 @@ class OSEnv(AgentEnv[OSTask]):
         BackendUnavailableError: the backend asked for cannot run here.
     """
 
-    domain = DOMAIN.name
-    task_model = OSTask
+    DOMAIN = DOMAIN
     tools = TOOLS
-    default_max_steps = DOMAIN.step_limit
     grammar = GRAMMAR
 
     def __init__(

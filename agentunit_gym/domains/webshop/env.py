@@ -109,9 +109,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         BackendUnavailableError: the shop server cannot be started or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = WebShopTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("search", "Search the shop (from any page; it starts over on a new results page).",

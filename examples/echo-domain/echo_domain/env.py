@@ -16,9 +16,7 @@ _ACT = re.compile(r"Act:\s*(\w+)\((.*?)\)", re.DOTALL)
 class EchoEnv(AgentEnv[EchoTask]):
     """Say the word you are shown: ``Act: say(<word>)`` commits, ``Act: look()`` shows it again."""
 
-    domain = DOMAIN.name
-    task_model = EchoTask
-    default_max_steps = DOMAIN.step_limit
+    DOMAIN = DOMAIN  # name, task model, step limit and suite come from the description
     grammar = "Act: say(<word>) to answer, or Act: look() to read the word again"
     tools = (
         ToolSpec("look", "Read the word again."),
