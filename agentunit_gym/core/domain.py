@@ -45,6 +45,7 @@ from agentunit_gym.tasks.splits import assign_splits, family_of
 __all__ = [
     "BackendSpec",
     "Domain",
+    "DomainImage",
     "DomainMetric",
     "EnvSpec",
     "ExampleStep",
@@ -116,6 +117,23 @@ class BackendSpec:
     opens: str | None = None
     """``"module:callable"`` that opens this backend, or the shared backend package it comes
     from (``"agentunit_gym.backends.sandbox"``); documentation and routing only, never called here."""
+
+
+@dataclass(frozen=True)
+class DomainImage:
+    """The Docker image a domain's container backend runs (``agentunit-gym images build`` builds it).
+
+    Its Dockerfile starts with ``ARG BASE_IMAGE`` and ``FROM ${BASE_IMAGE}``; the tag is
+    ``agentunit-gym/<name>:<hash of the context>`` (see :mod:`agentunit_gym.backends.images`).
+    """
+
+    name: str
+    """The image's name, as ``agentunit-gym images build NAME`` and the backend ask for it."""
+    context: Path
+    """The build context: a folder with the Dockerfile, shipped as package data."""
+    generator: str | None = None
+    """A module completing the context with generated files (``context_key() -> str`` and
+    ``prepare_context(folder)``, e.g. the KG image's graph); None when the folder is all of it."""
 
 
 @dataclass(frozen=True)
@@ -388,6 +406,13 @@ class Domain:
     flag instead of the trap library's ``destructive_patterns``: True or False when it can tell
     (the DB domain parses the SQL), None to let the patterns decide (its parser is not
     installed). None here: the patterns alone."""
+    cli: str | None = None
+    """``"module:function"`` of ``register(subparsers)``, which adds the domain's own commands to
+    ``agentunit-gym`` (e.g. ``agentunit-gym webshop serve``); imported only when the CLI builds
+    its parser. None: the domain brings no command."""
+    image: DomainImage | None = None
+    """The Docker image the domain's container backend runs, when it has one (``agentunit-gym
+    images build`` builds it with the others). None: no image of its own."""
     network: bool = False
     """The domain's env takes ``network=True`` (the evaluator's ``--network`` passes it): its
     backend can then reach the network, for tasks that declare ``needs_network``. A domain
@@ -411,6 +436,8 @@ class Domain:
         loader_names = [lo.name for lo in self.loaders]
         if "native" in loader_names or len(set(loader_names)) != len(loader_names):
             raise ConfigError(f"domain {self.name!r}: loader names must be unique and not 'native'.")
+        if self.cli is not None and ":" not in self.cli:
+            raise ConfigError(f"domain {self.name!r}: cli {self.cli!r} must be 'module:function'.")
         object.__setattr__(self, "protocols", _frozen_mapping(self.protocols))
 
     # ------------------------------------------------------------ envs and backends

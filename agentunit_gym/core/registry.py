@@ -114,6 +114,7 @@ def _registry() -> _Registry:
             if clash:
                 raise DomainError(name, f"domain {domain.name!r} ({target}) declares env ids {clash} that domain "
                                         f"{by_env[clash[0]].name!r} already has; give them another name or version.")
+            _add_image(name, domain)
         except DomainError as exc:
             logger.warning("agentunit-gym: skipping a domain: %s", exc)
             broken.append(BrokenDomain(name, target, str(exc)))
@@ -122,6 +123,23 @@ def _registry() -> _Registry:
         for env_id in domain.env_ids:
             by_env[env_id] = domain
     return _Registry(domains, tuple(broken), by_env)
+
+
+def _add_image(name: str, domain: Domain) -> None:
+    """Tell the image builder where the domain's declared image is built from (the builder, a
+    lower layer, names no domain).
+
+    Raises:
+        DomainError: another domain declares an image of that name.
+    """
+    if domain.image is None:
+        return
+    from agentunit_gym.backends.images import ImageSource, add_image_source
+
+    try:
+        add_image_source(domain.image.name, ImageSource(domain.image.context, domain.image.generator))
+    except ConfigError as exc:
+        raise DomainError(name, f"domain {domain.name!r}: {exc}") from exc
 
 
 def reload() -> None:

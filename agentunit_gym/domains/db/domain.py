@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
 from agentunit_gym.domains.db.destructive import destructive_sql
 from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
@@ -13,6 +13,7 @@ from agentunit_gym.domains.db.protocols import PROTOCOLS
 from agentunit_gym.domains.db.task import DBTask
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 15
 """AgentBench's turn limit for the DB task."""
@@ -51,4 +52,5 @@ DOMAIN = Domain(
     metrics=METRICS,
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
+    image=DomainImage("mariadb", _IMAGES / "mariadb"),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.kg.agentbench import collect_agentbench_kg, looks_like_agentbench_kg
 from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.prompt import PROMPT
@@ -12,6 +12,7 @@ from agentunit_gym.domains.kg.protocols import PROTOCOLS
 from agentunit_gym.domains.kg.task import KGTask
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 15
 """AgentBench's turn limit for the KG task."""
@@ -50,4 +51,5 @@ DOMAIN = Domain(
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
     protocols=PROTOCOLS,
+    image=DomainImage("kg", _IMAGES / "kg", generator="agentunit_gym.domains.kg.image"),
 )

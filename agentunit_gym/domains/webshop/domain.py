@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.webshop.goals import goal_family
 from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.prompt import PROMPT
@@ -13,6 +13,7 @@ from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.tasks.loader import LoadResult
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 10
 """AgentBench's turn limit for WebShop (its 0.2 task; its later tool-calling task allows 20)."""
@@ -64,4 +65,6 @@ DOMAIN = Domain(
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
     protocols=PROTOCOLS,
+    cli="agentunit_gym.domains.webshop.cli:register",
+    image=DomainImage("webshop", _IMAGES / "webshop"),
 )
