@@ -23,6 +23,15 @@ HERE = Path(__file__).parent
 CONTEXT = HERE / "extra_image"
 
 
+OPENED: list[tuple[str, dict[str, Any]]] = []
+
+
+def open_extra(kind: str, **options: Any) -> str:
+    """The extra domain's backend factory: records what it was asked for."""
+    OPENED.append((kind, options))
+    return f"backend:{kind}"
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """The extra domain's command group."""
     group = sub.add_parser("extra", help="the extra domain's own command")
@@ -37,6 +46,7 @@ EXTRA = Domain(
     backends=(BackendSpec("inline", "in memory", embedded=True),),
     task_model=ToyTask,
     prompt=Prompt("You say numbers."),
+    backend_factory="tests.core.test_domain_facts:open_extra",
     cli="tests.core.test_domain_facts:register",
     image=DomainImage("extra-image", CONTEXT),
 )
@@ -116,3 +126,22 @@ def test_an_env_reads_its_facts_from_its_domain() -> None:
     assert (env.domain, env.default_max_steps, env.task_model) == ("other", 9, ToyTask)
     assert (info["domain"], info["max_steps"]) == ("other", 9)
     env.close()
+
+
+def test_backends_open_through_the_domains_factory() -> None:
+    OPENED.clear()
+    assert EXTRA.open_backend("auto", dsn="x") == "backend:auto"
+    assert EXTRA.open_backend("inline") == "backend:inline"
+    with pytest.raises(ConfigError, match="no backend 'mysql'; use auto or one of inline"):
+        EXTRA.open_backend("mysql")
+    assert OPENED == [("auto", {"dsn": "x"}), ("inline", {})]  # a bad name never reaches the factory
+    with pytest.raises(ConfigError, match="declares no backend_factory"):
+        TOY_DOMAIN.open_backend("toy")
+
+
+def test_the_built_in_envs_refuse_an_unknown_backend_by_their_domains_names() -> None:
+    import gymnasium as gym
+
+    for domain in registry.domains():
+        with pytest.raises(ConfigError, match=f"the {domain.name} domain has no backend 'nope'"):
+            gym.make(domain.env_ids[0], backend="nope")

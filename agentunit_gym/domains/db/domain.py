@@ -27,10 +27,11 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("mysql", "a MariaDB (MySQL-compatible) server in a container, or an existing one by DSN",
-                    needs_docker=True, opens="agentunit_gym.backends.sql.factory:open_sql_backend"),
+                    needs_docker=True),
         BackendSpec("sqlite", "embedded SQLite in the env's process, no daemon",
-                    embedded=True, opens="agentunit_gym.backends.sql.factory:open_sql_backend"),
+                    embedded=True),
     ),
+    backend_factory="agentunit_gym.backends.sql.factory:open_sql_backend",
     task_model=DBTask,
     loaders=(
         TaskLoader("agentbench", "AgentBench's dbbench JSON Lines: a .jsonl file, or the data/ or data/dbbench/ "

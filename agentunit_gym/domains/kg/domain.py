@@ -27,10 +27,10 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("embedded", "pyoxigraph in the env's process on the bundled graph's cached store, no daemon",
-                    embedded=True, opens="agentunit_gym.backends.sparql.factory:open_sparql_backend"),
-        BackendSpec("sparql", "any SPARQL 1.1 endpoint (endpoint=URL): the kg image, or a Freebase server",
-                    opens="agentunit_gym.backends.sparql.factory:open_sparql_backend"),
+                    embedded=True),
+        BackendSpec("sparql", "any SPARQL 1.1 endpoint (endpoint=URL): the kg image, or a Freebase server"),
     ),
+    backend_factory="agentunit_gym.backends.sparql.factory:open_sparql_backend",
     task_model=KGTask,
     loaders=(
         TaskLoader("agentbench", "AgentBench's knowledgegraph JSON: dev.json or std.json, or the data/ or "

@@ -33,10 +33,11 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("docker", "one container per env from the project's image, --network none",
-                    needs_docker=True, opens="agentunit_gym.backends.sandbox.factory:open_sandbox"),
+                    needs_docker=True),
         BackendSpec("local", "Linux namespaces on the host (bubblewrap or unshare), no daemon",
-                    embedded=True, opens="agentunit_gym.backends.sandbox.factory:open_sandbox"),
+                    embedded=True),
     ),
+    backend_factory="agentunit_gym.backends.sandbox.factory:open_sandbox",
     task_model=OSTask,
     loaders=(
         TaskLoader("agentbench", "an AgentBench checkout's data/ (or data/os_interaction/) folder: dev.json "

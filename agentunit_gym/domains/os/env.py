@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, suggest
@@ -30,9 +30,6 @@ from agentunit_gym.domains.os.domain import DOMAIN
 from agentunit_gym.domains.os.task import OSTask, Script
 from agentunit_gym.domains.os.tools import GRAMMAR, INTRO, TOOL_NAMES, TOOLS
 from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError
-
-if TYPE_CHECKING:
-    from agentunit_gym.backends.sandbox.factory import SandboxKind
 
 CHECK_TIMEOUT = 60.0
 """Seconds a check or init script may run (ours, generous: a slow check is not the agent's fault)."""
@@ -60,7 +57,7 @@ class OSEnv(AgentEnv[OSTask]):
             that declare ``needs_network`` run only then; without it they are left out of
             :attr:`tasks` and ``reset`` refuses them. With an existing ``sandbox``, say whether
             that sandbox has the network.
-        **sandbox_options: passed to ``open_sandbox`` (e.g. ``image=`` for docker).
+        **sandbox_options: passed to the sandbox factory, ``open_sandbox`` (e.g. ``image=`` for docker).
 
     Raises:
         ConfigError: a bad option.
@@ -102,12 +99,10 @@ class OSEnv(AgentEnv[OSTask]):
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split)
         if sandbox is None:
-            # Imported here: the factory pulls in the docker SDK only when it is used.
-            from agentunit_gym.backends.sandbox.factory import open_sandbox
-
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
-            sandbox = open_sandbox(kind=cast("SandboxKind", backend), **sandbox_options)
+            # The domain's factory (imported on first use: it pulls in the docker SDK only then).
+            sandbox = DOMAIN.open_backend(backend, **sandbox_options)
         self._sandbox: Sandbox | None = sandbox
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._sandbox_kind = sandbox.kind
@@ -123,9 +118,7 @@ class OSEnv(AgentEnv[OSTask]):
         if self._sandbox is None:
             if self._closed:
                 raise EpisodeStateError("the OS env is closed: make a new env.")
-            from agentunit_gym.backends.sandbox.factory import open_sandbox
-
-            self._sandbox = open_sandbox(kind=cast("SandboxKind", self._sandbox_kind), **self._sandbox_options)
+            self._sandbox = DOMAIN.open_backend(self._sandbox_kind, **self._sandbox_options)
             self._sandbox_dirty = False
         return self._sandbox
 

@@ -40,10 +40,11 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("embedded", "the shop engine in the env's process (bm25s index, memory-mapped), no daemon",
-                    embedded=True, opens="agentunit_gym.backends.shop.factory:open_shop_backend"),
+                    embedded=True),
         BackendSpec("server", "the shop as an HTTP server in the project's webshop container, or at a url",
-                    needs_docker=True, opens="agentunit_gym.backends.shop.factory:open_shop_backend"),
+                    needs_docker=True),
     ),
+    backend_factory="agentunit_gym.backends.shop.factory:open_shop_backend",
     task_model=WebShopTask,
     loaders=(
         TaskLoader("webshop", "WebShop's data folder (items_shuffle*.json, items_ins_v2*.json, "
