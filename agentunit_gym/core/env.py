@@ -54,7 +54,7 @@ from agentunit_gym.errors import (
     TaskNotFoundError,
 )
 from agentunit_gym.tasks.loader import load_tasks
-from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
+from agentunit_gym.tasks.spec import ReferenceStep, Refusal, TaskSpec
 from agentunit_gym.tasks.splits import filter_split
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
@@ -175,6 +175,12 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         """
         raise NotImplementedError(f"{type(self).__name__} has no admin_run")
 
+    def _refusal(self, task: TaskT) -> Refusal | None:
+        """Why this env cannot run ``task`` for a reason of its domain (the OS env: a task that
+        switches users, on a sandbox that maps one uid); None here, where every task its
+        backend supports runs (the network aside)."""
+        return None
+
     def _validate(self, action: Action) -> Action | ActionError:
         """Domain checks on a parsed action (e.g. a tool not allowed in this task)."""
         return action
@@ -226,18 +232,29 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         return False
 
     @property
-    def multi_user(self) -> bool:
-        """Whether the env's backend can switch users (``su jack``); tasks that declare
-        ``needs_users`` are left out of :attr:`tasks` when it cannot. True here: only the OS
-        env's local sandbox may map a single user."""
-        return True
-
-    @property
     def tasks(self) -> list[TaskT]:
-        """The tasks this env can run on its backend (and with its network setting, and whether
-        it can switch users)."""
-        backend, network, users = self.backend_name, self.network, self.multi_user
-        return [t for t in self._all_tasks if t.not_runnable(backend, network=network, users=users) is None]
+        """The tasks this env can run (:meth:`not_runnable` has no reason against them)."""
+        return [t for t in self._all_tasks if self.not_runnable(t) is None]
+
+    def not_runnable(self, task: TaskT) -> str | None:
+        """Why this env cannot run ``task``, None when it can: a backend the task does not run
+        on, then the domain's own reason (:meth:`_refusal`), then the network it lacks.
+
+        Example: ``"not run on local: runs only on docker"``.
+        """
+        backend = self.backend_name
+        if task.supports(backend):
+            refusal = self._refusal(task)
+            if refusal is not None:
+                return refusal.reason
+        return task.not_runnable(backend, network=self.network)
+
+    def refusals(self) -> list[tuple[TaskT, Refusal]]:
+        """The suite's tasks that run on this backend but that the env refuses for a reason of
+        its domain (for the run's one-line note, :func:`~agentunit_gym.tasks.spec.left_out_note`)."""
+        backend = self.backend_name
+        found = [(t, self._refusal(t)) for t in self._all_tasks if t.supports(backend)]
+        return [(t, r) for t, r in found if r is not None]
 
     @property
     def suite(self) -> list[TaskT]:
@@ -631,10 +648,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise ConfigError(
                 f"task {task.id!r} runs on {', '.join(task.backends or ())}, not on {self.backend_name!r}{note}."
             )
-        if task.needs_users and not self.multi_user:
-            what = f" ({task.users_note})" if task.users_note else ""
-            raise ConfigError(f"task {task.id!r} needs other users{what}, and this env's sandbox maps one uid: "
-                              "use backend='docker', or run as root (docs/sandbox-local.md).")
+        refusal = self._refusal(task)
+        if refusal is not None:
+            raise ConfigError(f"task {task.id!r} cannot run in this env ({refusal.reason}): {refusal.hint}.")
         if task.needs_network and not self.network:
             what = f" ({task.network_note})" if task.network_note else ""
             raise ConfigError(f"task {task.id!r} needs the network{what}, and this env has none: make it with "

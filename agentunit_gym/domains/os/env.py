@@ -29,7 +29,9 @@ from agentunit_gym.domains.os.checks import CHECK_HELPERS
 from agentunit_gym.domains.os.domain import DOMAIN
 from agentunit_gym.domains.os.task import OSTask, Script
 from agentunit_gym.domains.os.tools import GRAMMAR, INTRO, TOOL_NAMES, TOOLS
+from agentunit_gym.domains.os.users import ONE_UID, ONE_UID_HINT
 from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError
+from agentunit_gym.tasks.spec import Refusal
 
 CHECK_TIMEOUT = 60.0
 """Seconds a check or init script may run (ours, generous: a slow check is not the agent's fault)."""
@@ -140,6 +142,12 @@ class OSEnv(AgentEnv[OSTask]):
         """Whether the sandbox can switch users (docker: yes; local: when started by root,
         see docs/sandbox-local.md). Tasks that declare ``needs_users`` run only then."""
         return self.sandbox.multi_user
+
+    def _refusal(self, task: OSTask) -> Refusal | None:
+        if task.needs_users and not self.multi_user:
+            note = task.users_note or "acts as another user"
+            return Refusal(f"not run on {self.backend_name}: {note}; {ONE_UID}", "switches users", ONE_UID_HINT)
+        return None
 
     # ----------------------------------------------------------------- hooks
 
