@@ -1,6 +1,8 @@
 """agentunit-gym: gymnasium environments for evaluating and training LLM agents on the AgentBench domains.
 
-Importing the package registers ``AgentUnit/OS-v0`` and ``AgentUnit/DB-v0``::
+Importing the package registers the env ids of every installed domain (``AgentUnit/OS-v0``,
+``AgentUnit/DB-v0``, ``AgentUnit/KG-v0``, ``AgentUnit/WebShop-v0`` and third parties' ids,
+docs/domains.md)::
 
     import gymnasium as gym
     import agentunit_gym
@@ -9,8 +11,9 @@ Importing the package registers ``AgentUnit/OS-v0`` and ``AgentUnit/DB-v0``::
 """
 
 from agentunit_gym.core import FinishReason, Score
-from agentunit_gym.core.registry import env_ids, register_envs
+from agentunit_gym.core.registry import env_ids
 from agentunit_gym.errors import AgentUnitError
+from agentunit_gym.wrappers.registration import register_envs
 from agentunit_gym.wrappers.stack import make_eval_env
 
 __version__ = "0.1.0"

@@ -145,3 +145,24 @@ def test_the_built_in_envs_refuse_an_unknown_backend_by_their_domains_names() ->
     for domain in registry.domains():
         with pytest.raises(ConfigError, match=f"the {domain.name} domain has no backend 'nope'"):
             gym.make(domain.env_ids[0], backend="nope")
+
+
+def test_gym_make_puts_the_wrappers_registration_names_over_every_env() -> None:
+    import gymnasium as gym
+
+    from agentunit_gym.wrappers.limits import EndTruncatedEpisode
+    from agentunit_gym.wrappers.registration import MAKE_WRAPPERS
+
+    assert MAKE_WRAPPERS == (EndTruncatedEpisode,)
+    for env_id in registry.env_ids():
+        assert [w.entry_point for w in gym.spec(env_id).additional_wrappers] == \
+            ["agentunit_gym.wrappers.limits:EndTruncatedEpisode"], env_id
+    env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=2)
+    layer: Any = env
+    while not isinstance(layer, EndTruncatedEpisode):
+        layer = layer.env  # AttributeError at the bottom: the wrapper is missing
+    env.reset(seed=0)
+    env.step("Action: Operation\n```sql\nSELECT 1;\n```")
+    *_, truncated, info = env.step("Action: Operation\n```sql\nSELECT 1;\n```")
+    assert truncated and info["finish_reason"].value == "task_limit"
+    env.close()

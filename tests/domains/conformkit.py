@@ -29,6 +29,7 @@ from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.reference import OutputReply
 from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
+from agentunit_gym.wrappers.registration import register_envs
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "echo-domain"
 """The out-of-tree example domain's package source."""
@@ -73,7 +74,7 @@ def example_domain_installed(site: Path) -> Iterator[Domain]:
     importlib.invalidate_caches()
     registry.reload()
     try:
-        registry.register_envs()
+        register_envs()
         domain = registry.get_domain(EXAMPLE_DOMAIN)
         yield domain
     finally:
