@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 from agentunit_gym.core import Action, ActionError, ActionIssue, AgentEnv, Execution, Param, Score, ToolSpec
-from agentunit_gym.errors import ConfigError
 from echo_domain import DOMAIN
 from echo_domain.task import EchoTask
 
@@ -24,8 +23,7 @@ class EchoEnv(AgentEnv[EchoTask]):
     )
 
     def __init__(self, *, backend: str = "auto", **kwargs: Any) -> None:
-        if backend not in ("auto", "inline"):
-            raise ConfigError(f"the echo env runs on 'inline' only, not {backend!r}.")
+        DOMAIN.check_backend(backend)  # "auto" or a name the description lists; nothing to open
         super().__init__(**kwargs)
 
     @property
