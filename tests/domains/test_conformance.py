@@ -101,9 +101,16 @@ def _trace(info: dict[str, Any], steps: int, reason: FinishReason) -> EpisodeTra
 
 
 def test_check_env(domain_case: DomainCase, plain: gym.Env[str, str]) -> None:
-    assert domain_case.env_id in gym.registry
-    check_env(plain.unwrapped, skip_render_check=True)
-    assert _base(plain).domain == domain_case.domain.name
+    """gymnasium's checker on every env id of the domain (the first one's env is reused)."""
+    for spec in domain_case.domain.envs:
+        assert spec.id in gym.registry
+        env = plain if spec.id == domain_case.env_id else gym.make(spec.id, **domain_case.kwargs)
+        try:
+            check_env(env.unwrapped, skip_render_check=True)
+            assert _base(env).DOMAIN is domain_case.domain and _base(env).domain == domain_case.domain.name
+        finally:
+            if env is not plain:
+                env.close()
 
 
 # --------------------------------------------------------------- finish reasons
