@@ -12,8 +12,9 @@ third-party domain's (entry-point group ``agentunit_gym.domains``), and ``AgentU
 """
 
 from agentunit_gym.core import FinishReason, Score
-from agentunit_gym.core.registry import env_ids, register_envs
+from agentunit_gym.core.registry import env_ids
 from agentunit_gym.errors import AgentUnitError
+from agentunit_gym.wrappers.registration import register_envs
 from agentunit_gym.wrappers.stack import make_eval_env
 
 __version__ = "0.1.0"

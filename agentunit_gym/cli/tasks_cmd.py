@@ -151,8 +151,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         # Text, not markup: an instruction's "[...]" is data, not a rich style tag.
         table.add_row(Text(task.id), Text(domain.name), Text(task.category),
                       Text((",".join(task.backends) if task.backends else "all")
-                           + (" (needs network)" if task.needs_network else "")
-                           + (" (switches users)" if task.needs_users else "")), str(task.k_opt),
+                           + "".join(f" ({note})" for note in task.list_notes())), str(task.k_opt),
                       Text(task.instruction))
         count += 1
     console = Console(file=sys.stdout)

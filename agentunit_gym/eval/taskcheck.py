@@ -14,6 +14,7 @@ What ``agentunit-gym tasks check`` prints; see docs/tasks.md.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections import Counter
@@ -29,7 +30,7 @@ from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
 from agentunit_gym.eval.runner import EvalConfig
-from agentunit_gym.tasks.spec import NEEDS_NETWORK, ONE_UID
+from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
 _LOCATION = re.compile(r"(?::\d+|#[^#/]+)$")
 """A task's location after its file: ``:<line>`` (JSON lines), ``#<index>`` (a JSON list) or
@@ -200,10 +201,10 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
     if grouped:
         if output is not None:
             run_dir = Path(output)
-            records, stopped = _run_oracle(config, run_dir)
+            records, stopped, left_out = _run_oracle(config, run_dir)
         else:
             with tempfile.TemporaryDirectory(prefix="agentunit-check-") as tmp:
-                records, stopped = _run_oracle(config, Path(tmp) / "run")
+                records, stopped, left_out = _run_oracle(config, Path(tmp) / "run")
         seen: set[tuple[str, str]] = set()
         for record in records:
             domain = env_domain(record.env_id) or ""
@@ -226,11 +227,10 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
                     if task.needs_network and not network:
                         owner[(name, task.id)].not_run.append(Failure(task.id, NEEDS_NETWORK, task.network_note or ""))
                         continue
-                    if task.needs_users and (task.backends is None or any(b in task.backends for b in backends)):
-                        note = f"{task.users_note or 'acts as another user'}; {ONE_UID}"
-                    else:
-                        note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
-                    owner[(name, task.id)].not_run.append(Failure(task.id, f"not run on {','.join(backends)}: {note}"))
+                    note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
+                    # The env's own reason when it gave one (a domain's refusal), else the backends'.
+                    why = left_out.get((name, task.id), f"not run on {','.join(backends)}: {note}")
+                    owner[(name, task.id)].not_run.append(Failure(task.id, why))
     return TaskCheck(list(files.values()), run_dir, stopped, needs_server)
 
 
@@ -249,14 +249,21 @@ def _envs_needing_a_server(config: EvalConfig) -> dict[str, str]:
     return found
 
 
-def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None]:
-    """The oracle's episodes in ``run_dir``, and why the run stopped early when it did."""
+def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None,
+                                                              dict[tuple[str, str], str]]:
+    """The oracle's episodes in ``run_dir``, why the run stopped early when it did, and the
+    reason of each task its env left out, by ``(domain, task id)``."""
     stopped: str | None = None
     try:
         evaluate(config, run_dir)
     except RunStoppedError as exc:  # the episodes that finished are saved: report them
         stopped = str(exc)
-    return read_records(RunPaths(run_dir).episodes), stopped
+    paths = RunPaths(run_dir)
+    left_out: dict[tuple[str, str], str] = {}
+    if paths.left_out.exists():
+        for item in json.loads(paths.left_out.read_text(encoding="utf-8")):
+            left_out.setdefault((env_domain(item["env"]) or "", item["task"]), item["reason"])
+    return read_records(paths.episodes), stopped, left_out
 
 
 __all__ = ["FileCheck", "Failure", "TaskCheck", "check_tasks"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.tasks.spec import ONE_UID
+from agentunit_gym.domains.os.users import ONE_UID
 from tests.backends.test_local_users import many_users
 from tests.cli.clitools import cli
 from tests.domains.db.test_agentbench import DEV

@@ -136,9 +136,7 @@ class KGEnv(AgentEnv[KGTask]):
         BackendUnavailableError: the store cannot be opened or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = KGTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("get_relations", "List the relations leaving an entity or a variable.", (_variable_param(),)),
@@ -192,7 +190,6 @@ class KGEnv(AgentEnv[KGTask]):
         if sparql_backend is not None:
             self._store = sparql_backend
         else:
-            from agentunit_gym.backends.sparql.factory import open_sparql_backend
             from agentunit_gym.domains.kg.store import bundled_store
 
             endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
@@ -204,7 +201,7 @@ class KGEnv(AgentEnv[KGTask]):
                     "SPARQL endpoint was given. Give one that holds Freebase, as AgentBench's setup runs it: "
                     "`agentunit-gym eval ... --env-option KG-v0:endpoint=http://HOST:PORT/sparql`, endpoint=... "
                     f"to the env, or {ENDPOINT_ENV}=http://HOST:PORT/sparql; the bundled graph cannot answer them.")
-            self._store = open_sparql_backend(backend, endpoint=endpoint, store=bundled_store)
+            self._store = DOMAIN.open_backend(backend, endpoint=endpoint, store=bundled_store)
             self._owns_backend = True
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._reopen_args = (self._store.kind, endpoint)
@@ -366,11 +363,10 @@ class KGEnv(AgentEnv[KGTask]):
     def _backend(self) -> SPARQLBackend:
         if self._store is None and self._owns_backend and not self._closed:
             # A pickled or copied env: open its own store in this process.
-            from agentunit_gym.backends.sparql.factory import open_sparql_backend
             from agentunit_gym.domains.kg.store import bundled_store
 
             kind, endpoint = self._reopen_args
-            self._store = open_sparql_backend(kind, endpoint=endpoint, store=bundled_store)
+            self._store = DOMAIN.open_backend(kind, endpoint=endpoint, store=bundled_store)
         if self._store is None:
             raise EpisodeStateError("the KG env is closed: make a new env.")
         return self._store

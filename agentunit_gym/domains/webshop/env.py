@@ -129,9 +129,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         BackendUnavailableError: the shop server cannot be started or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = WebShopTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("search", "Search the shop (from any page; it starts over on a new results page).",
@@ -161,8 +159,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         self._shop: ShopBackend | None = None
         self._owns_backend = False
         self._session: ShopSession | None = None
-        if backend not in ("auto", "embedded", "server"):
-            raise ConfigError(f"backend must be 'auto', 'embedded' or 'server', got {backend!r}.")
+        DOMAIN.check_backend(backend)
         if invalid_move not in INVALID_MOVES:
             raise ConfigError(f"invalid_move must be 'feedback' or 'same_page', got {invalid_move!r}; "
                               "pass one of them.")
@@ -184,10 +181,8 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         if shop_backend is not None:
             self._shop = shop_backend
         else:
-            from agentunit_gym.backends.shop.factory import open_shop_backend
-
-            self._shop = open_shop_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
-                                           catalog=catalog, **backend_options)
+            self._shop = DOMAIN.open_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
+                                             catalog=catalog, **backend_options)
             self._owns_backend = True
         # What a copy in another process reopens: the resolved kind, not "auto"; the catalog by its
         # data folder (the catalog object holds caches that do not pickle).
@@ -339,12 +334,12 @@ class WebShopEnv(AgentEnv[WebShopTask]):
     def _backend(self) -> ShopBackend:
         if self._shop is None and self._owns_backend and not self._closed:
             # A pickled or copied env: open its own shop in this process.
-            from agentunit_gym.backends.shop.factory import open_catalog, open_shop_backend
+            from agentunit_gym.backends.shop.factory import open_catalog
 
             kind, url, size, seed, data, options = self._reopen_args
             catalog = None if data is None else open_catalog(catalog_size=size, catalog_seed=seed, webshop_data=data)
-            self._shop = open_shop_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
-                                           **options)
+            self._shop = DOMAIN.open_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
+                                             **options)
         if self._shop is None:
             raise EpisodeStateError("the env has no shop backend (closed or failed to open).")
         return self._shop
