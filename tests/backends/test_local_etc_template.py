@@ -106,7 +106,7 @@ def test_a_small_dev_shm_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentunit_gym.backends.sandbox import local
 
     monkeypatch.delenv("TMPDIR", raising=False)
-    monkeypatch.setattr(local, "_is_tmpfs", lambda path: True)
+    monkeypatch.setattr(local.etc_template, "_is_tmpfs", lambda path: True)
     real = os.statvfs
 
     def sized(free_bytes: int) -> object:
