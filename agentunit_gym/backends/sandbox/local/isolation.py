@@ -85,10 +85,11 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     bubblewrap again, run inside the box as its root (no new user namespace), with the
     same result as :data:`_AGENT_INIT` behind ``unshare``: new pid (the shell is PID 1) and
     IPC namespaces, a new mount namespace holding the box's mounts as they are, a new
-    ``/proc`` with ``/proc/tty/driver`` hidden, the agent's capabilities and no new
-    privileges; and a ``/dev`` of the agent's own (writable, as in a container, with its own
-    ``/dev/pts`` and ``/dev/shm``), gone with the shell. Four processes fewer per shell than
-    the ``unshare`` chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
+    ``/proc`` with ``/proc/tty/driver`` hidden, a fresh ``/dev/shm``, the agent's
+    capabilities and no new privileges. The rest of ``/dev`` is the box's, read-only but for
+    ``/dev/pts``, whose ``ptmx`` a reset in place puts back (:func:`restore_ptmx`): a ``/dev``
+    of the agent's own per shell cost a few mounts per reset. Four processes fewer per shell
+    than the ``unshare`` chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
     tool = process.which("bwrap")
     if tool is None:
         return None
@@ -101,7 +102,7 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
     return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
             "--proc", "/proc", "--tmpfs", "/proc/tty/driver", "--remount-ro", "/proc/tty/driver",
-            "--dev", "/dev", "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
+            "--tmpfs", "/dev/shm", "--chmod", "1777", "/dev/shm", "--cap-drop", "ALL", *caps, "--")
 
 
 def drop_privileges_argv() -> list[str]:
@@ -210,3 +211,32 @@ def _default_signals_argv() -> list[str]:
 
 _ENV_PROGRAM = shutil.which("env") or "/usr/bin/env"
 
+
+
+PTMX_MODE = 0o666
+"""The mode of ``/dev/pts/ptmx`` in a box's devpts (bubblewrap's ``ptmxmode=0666``)."""
+
+
+def restore_ptmx(ns_pid: int | None, uid: int, gid: int) -> None:
+    """Put back the owner and mode of the box's ``/dev/pts/ptmx`` (the box's root, 0666), seen
+    through the box's pid 1: the one thing of its ``/dev`` that root inside could change (its
+    devpts is shared by the box's shells; the rest of ``/dev`` is read-only). ``chmod 600``
+    there would leave the next episode's programs unable to open a terminal. Nothing to do
+    where the box has no devpts (``unshare``) or is gone.
+
+    Raises:
+        OSError: it is there but could not be put back (the reset then replaces the box).
+    """
+    if ns_pid is None:
+        return
+    path = f"/proc/{ns_pid}/root/dev/pts/ptmx"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISCHR(st.st_mode):  # devpts holds device nodes only; anything else: a new box
+        raise OSError(f"{path} is not a character device")
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        os.lchown(path, uid, gid)
+    if stat.S_IMODE(st.st_mode) != PTMX_MODE:
+        os.chmod(path, PTMX_MODE)

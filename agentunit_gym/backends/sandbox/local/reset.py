@@ -33,6 +33,7 @@ from agentunit_gym.backends.sandbox.local.hostfs import (
 )
 from agentunit_gym.backends.sandbox.local.isolation import (
     WRITABLE_DIRS,
+    restore_ptmx,
 )
 from agentunit_gym.backends.sandbox.local.procfs import (
     _mount_points,
@@ -164,10 +165,17 @@ class _ResetInPlace(_AgentShell):
         assert box.ns_pid is not None
         if _mount_points(box.ns_pid) != box.mounts or not self._box_alive(box):
             return False
+        restore_ptmx(box.ns_pid, *self._root_ids())
         self._fill(box, self._clear(box))
         box.shell = self._take_next_shell(box) or self._shell_ready(box)
         self._launch_next_shell(box)
         return True
+
+    def _root_ids(self) -> tuple[int, int]:
+        """The host uid and gid behind root inside the sandbox."""
+        if self._owner_uid is not None:
+            return self._owner_uid, self._owner_uid
+        return os.getuid(), os.getgid()
 
     def _clear(self, box: _Box) -> frozenset[str]:
         """Move everything in the writable dirs that is not as an episode starts into a trash
@@ -190,8 +198,7 @@ class _ResetInPlace(_AgentShell):
             while parent != "etc" and parent not in on_the_way:
                 on_the_way.add(parent)
                 parent = posixpath.dirname(parent)
-        uid = self._owner_uid if self._owner_uid is not None else os.getuid()
-        gid = self._owner_uid if self._owner_uid is not None else os.getgid()
+        uid, gid = self._root_ids()
         kept: set[str] = set(mounts)
         trash: Path | None = None
         moved = 0
