@@ -74,12 +74,13 @@ from agentunit_gym.backends.sandbox.local.isolation import (
     masked_system_dirs,
     system_layout,
 )
-from agentunit_gym.backends.sandbox.local.sandbox import LocalSandbox
+from agentunit_gym.backends.sandbox.local.sandbox import BoxInfo, LocalSandbox, ResetFault
 from agentunit_gym.backends.sandbox.local.shell import USER_SWITCH_NOTE
 
 __all__ = [
     "ETC_READ_ONLY", "ETC_READ_ONLY_FILES", "HOST_ETC", "ROOT_CALLER_UID", "SHM_MIN_FREE", "SYSTEM_DIRS",
-    "USER_SWITCH_NOTE", "WRITABLE_DIRS", "Isolation", "LocalSandbox", "_PidsCgroup", "_find_masked_system_dirs",
-    "agent_caps_argv", "build_etc", "bwrap_agent_argv", "default_temp_parent", "detect_isolation",
-    "drop_privileges_argv", "masked_system_dirs", "release_etc_template", "shared_etc_template", "system_layout",
+    "USER_SWITCH_NOTE", "WRITABLE_DIRS", "BoxInfo", "Isolation", "LocalSandbox", "ResetFault", "_PidsCgroup",
+    "_find_masked_system_dirs", "agent_caps_argv", "build_etc", "bwrap_agent_argv", "default_temp_parent",
+    "detect_isolation", "drop_privileges_argv", "masked_system_dirs", "release_etc_template", "shared_etc_template",
+    "system_layout",
 ]

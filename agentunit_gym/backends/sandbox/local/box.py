@@ -41,7 +41,7 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _scan_processes,
 )
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
-from agentunit_gym.images.os.supervisor import quote
+from agentunit_gym.images.os.shell_protocol import Capture, Level
 
 _DIR_MODES = {"/tmp": 0o1777, "/root": 0o700}
 # Inside the fresh /var and /run (mode, or a symlink target).
@@ -65,75 +65,20 @@ _DEFAULT_ENV = {
 
 
 _START_TIMEOUT_S = 10.0
-_RUNAWAY_WATCH_S = 0.5  # how long what a command left behind is watched while it keeps growing
 _KILL_TIMEOUT_S = 5.0
 # After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
 # making new ones), then how long the shell gets to print its sentinel before we decide it is
 # stuck in a loop of its own (``while :; do sleep 1; done``) and start a new one.
 _KILL_ROUNDS_S = 0.5
 _SHELL_GRACE_S = 1.0
-# Output a background job writes between commands is shown with the next command; this
-# bounds what we keep of it.
-_PENDING_CAP = 1 << 16
 _CHUNK = 1 << 16
 
 
 
-@dataclass
-class _Capture:
-    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
-
-    cap: int
-    head: bytearray = field(default_factory=bytearray)
-    total: int = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-
-    def drop_partial_line(self) -> None:
-        """Drop what follows the last newline: a new shell's first prompt."""
-        cut = self.head.rfind(b"\n") + 1
-        if cut < len(self.head) and self.total == len(self.head):
-            self.total -= len(self.head) - cut
-            del self.head[cut:]
-
-    def result(self, exit_code: int | None, timed_out: bool, started: float) -> ExecResult:
-        return ExecResult(
-            output=bytes(self.head).decode("utf-8", errors="replace"),
-            exit_code=exit_code,
-            timed_out=timed_out,
-            truncated=self.total > self.cap,
-            output_bytes=self.total,
-            duration_s=time.monotonic() - started,
-        )
-
-
-@dataclass
-class _Level:
-    """A shell the agent started that reads its terminal (``su - jack``, ``bash``, ``sh``).
-
-    The driver is the bottom shell (it reads commands from a pipe); these read them from the
-    terminal, as lines that run the command and print ``<nonce> <status>``."""
-
-    pid: int
-    """Host pid; with job control, also its process group."""
-    name: str
-    waiting: bytes | None = None
-    """The marker of this shell's line that started the shell above it (still running)."""
-    status: int = 0
-
-    def line(self, command: str, nonce: str) -> bytes:
-        restore = f"(exit {self.status}); " if self.status else ""  # $? as the last command left it
-        head, tail = nonce[:5], nonce[5:]  # printed apart: the line itself never holds the marker
-        if self.name in ("bash", "rbash"):
-            text = f"{restore}eval {quote(command)}; builtin printf '%s%s %d\\n' {head} {tail} $?\n"
-        else:
-            posix = "'" + command.replace("'", "'\\''") + "'"
-            text = f"{restore}eval {posix}; command printf '%s%s %d\\n' {head} {tail} \"$?\"\n"
-        return text.encode("utf-8", "surrogateescape")
+def _result(capture: Capture, exit_code: int | None, timed_out: bool, started: float) -> ExecResult:
+    """The :class:`ExecResult` of a command whose output ``capture`` holds."""
+    return ExecResult(output=capture.text(), exit_code=exit_code, timed_out=timed_out, truncated=capture.truncated,
+                      output_bytes=capture.total, duration_s=time.monotonic() - started)
 
 
 @dataclass
@@ -144,8 +89,8 @@ class _Shell:
     """The terminal's master side: the commands' output and the sentinels."""
     exit_fd: int
     """A pidfd of the shell's process: readable once it has exited."""
-    marker: bytes = b""
-    """The sentinel prefix of the command in flight."""
+    nonce: str = ""
+    """The nonce of the command in flight through the driver."""
     pending: bytearray = field(default_factory=bytearray)
     eof: bool = False
     settled: set[int] | None = None
@@ -154,10 +99,11 @@ class _Shell:
     """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
     slave: str = ""
     """The terminal's path (to drop input no process read)."""
-    nested: list[_Level] = field(default_factory=list)
-    """Shells started in the driver's shell that read the terminal, innermost last."""
-    found: bytes = b""
-    """The marker whose sentinel ``_read_sentinel`` saw last."""
+    levels: list[Level] = field(default_factory=list)
+    """The driver's shell (it reads commands from the pipe), then the shells started in it that
+    read the terminal (``su - jack``, ``bash``), innermost last."""
+    found: str | None = None
+    """The nonce whose sentinel ``_read_sentinel`` saw last."""
 
     def chain(self) -> list[int]:
         """Host pids from the session leader down to the interactive bash (nsenter, unshare, bash)."""
@@ -239,6 +185,13 @@ class _BoxProcesses(Sandbox):
     _spare: Future[_Box] | None
     _worker: ThreadPoolExecutor | None  # builds the spare, deletes old dirs
     _closed: bool
+    _faults: dict[str, BaseException]  # LocalSandbox.inject_fault
+
+    def _fault(self, where: str) -> None:
+        """Raise the error :meth:`LocalSandbox.inject_fault` planted at ``where``, once."""
+        error = self._faults.pop(where, None)
+        if error is not None:
+            raise error
 
     def _in_background(self, fn: Callable[..., object], *args: object) -> Future[Any]:
         if self._worker is None:
@@ -529,12 +482,12 @@ class _BoxProcesses(Sandbox):
         return self._exec(argv, timeout=timeout, max_output=max_output)
 
     def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
-              capture: _Capture | None = None) -> ExecResult:
+              capture: Capture | None = None) -> ExecResult:
         box = self._current()
         if not self._box_alive(box):
             raise self._died_error()
         started = time.monotonic()
-        capture = capture if capture is not None else _Capture(max_output)
+        capture = capture if capture is not None else Capture(max_output)
         proc = self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, in_sandbox=True)
         assert proc.stdout is not None
@@ -565,7 +518,7 @@ class _BoxProcesses(Sandbox):
                         continue
                     if not chunk:
                         break
-                    capture.add(chunk)
+                    capture.feed(chunk)
         finally:
             code: int | None = None
             try:
@@ -587,5 +540,5 @@ class _BoxProcesses(Sandbox):
                 proc.stdout.close()
         if not timed_out and not self._box_alive(box):
             raise self._died_error()
-        return capture.result(None if timed_out else code, timed_out, started)
+        return _result(capture, None if timed_out else code, timed_out, started)
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from agentunit_gym.backends.sandbox.local.box import (
     _Box,
     _BoxProcesses,
-    _Capture,
 )
 from agentunit_gym.backends.sandbox.local.isolation import (
     WRITABLE_DIRS,
 )
 from agentunit_gym.errors import BackendError
+from agentunit_gym.images.os.shell_protocol import Capture
 
 
 class _Files(_BoxProcesses):
@@ -103,10 +103,10 @@ class _Files(_BoxProcesses):
         return resolved, box.map_writable(resolved)
 
     def _read_inside(self, path: str, max_bytes: int) -> bytes:
-        capture = _Capture(max_bytes + 1)
+        capture = Capture(max_bytes + 1)
         result = self._exec(["/bin/cat", "--", path], timeout=30.0, max_output=max_bytes + 1, capture=capture)
         if result.exit_code != 0:
-            message = bytes(capture.head).decode("utf-8", "replace")
+            message = capture.text()
             if "No such file" in message:
                 raise FileNotFoundError(2, "No such file or directory", path)
             if "Is a directory" in message:
@@ -114,7 +114,7 @@ class _Files(_BoxProcesses):
             raise BackendError(f"could not read {path} in the sandbox: {message.strip()}")
         if capture.total > max_bytes:
             raise BackendError(f"{path} is larger than max_bytes={max_bytes}; pass a larger max_bytes to read it.")
-        return bytes(capture.head)
+        return bytes(capture.kept)
 
     def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
         """Create or replace a file in one of the writable dirs (parents are created).

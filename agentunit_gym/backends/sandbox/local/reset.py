@@ -166,7 +166,9 @@ class _ResetInPlace(_AgentShell):
         if _mount_points(box.ns_pid) != box.mounts or not self._box_alive(box):
             return False
         restore_ptmx(box.ns_pid, *self._root_ids())
+        self._fault("reset.dirs")
         self._fill(box, self._clear(box))
+        self._fault("reset.shell")
         box.shell = self._take_next_shell(box) or self._shell_ready(box)
         self._launch_next_shell(box)
         return True

@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +35,7 @@ from agentunit_gym.backends.sandbox.local.hostfs import (
 )
 from agentunit_gym.backends.sandbox.local.isolation import (
     ROOT_CALLER_UID,
+    WRITABLE_DIRS,
     Isolation,
     detect_isolation,
     drop_privileges_argv,
@@ -41,8 +43,47 @@ from agentunit_gym.backends.sandbox.local.isolation import (
 )
 from agentunit_gym.backends.sandbox.local.spare import _WarmSpare
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, IsolationError
+from agentunit_gym.images.os.shell_protocol import DEFAULT_RUNAWAY_BUDGET
 
 logger = logging.getLogger("agentunit_gym")
+
+
+ResetFault = Literal["reset.dirs", "reset.shell"]
+"""Where :meth:`LocalSandbox.inject_fault` can make a reset in place fail: putting the writable
+dirs back, or taking the next episode's shell."""
+
+
+@dataclass(frozen=True)
+class BoxInfo:
+    """Facts about a :class:`LocalSandbox`'s current box, from :meth:`LocalSandbox.box_info`: a
+    snapshot for tests and debugging (nothing in it controls the sandbox)."""
+
+    box_dir: Path
+    """The box's private dir on the host: a reset in place keeps it, a reset that replaces the
+    box gives a new one (so it tells the two apart)."""
+    writable_dirs: dict[str, Path]
+    """Each writable sandbox dir (``/tmp``...) and the host dir behind it."""
+    holder_pid: int | None
+    """Host pid of the holder process (None unisolated)."""
+    namespace_pid: int | None
+    """Host pid of the box's pid namespace's PID 1: killing it ends the box (None unisolated)."""
+    agent_pid: int | None
+    """Host pid of the agent's shell, PID 1 of the agent's own pid namespace; None while the
+    box has no agent's shell (or unisolated)."""
+    shell_pid: int | None
+    """Host pid of the process that leads the agent's shell's session (the one we started)."""
+    next_shell_pid: int | None
+    """The same for the next episode's shell, started in the background; None when there is
+    none, or it is not up yet (:meth:`LocalSandbox.box_info`'s ``wait_s``)."""
+    tainted: bool
+    """Something ran in the box's own namespaces (no agent's shell was up): the next reset
+    replaces the box."""
+    etc_template: Path | None
+    """The shared ``/etc`` template the box's ``/etc`` is made from."""
+    process_limit: Literal["cgroup", "rlimit", "none"]
+    """What bounds the sandbox's processes: a pids cgroup, ``RLIMIT_NPROC``, or nothing."""
+    pids_cgroup: Path | None
+    """The pids cgroup's dir, when there is one."""
 
 
 class LocalSandbox(_WarmSpare):
@@ -81,7 +122,8 @@ class LocalSandbox(_WarmSpare):
 
     def __init__(self, *, isolation: Isolation = "auto", allow_unisolated: bool = False, pids_limit: int = 512,
                  workdir: str = "/root", env: Mapping[str, str] | None = None, temp_dir: str | None = None,
-                 warm_spare: bool = True, runaway_budget: int = 32, network: bool = False) -> None:
+                 warm_spare: bool = True, runaway_budget: int = DEFAULT_RUNAWAY_BUDGET,
+                 network: bool = False) -> None:
         if runaway_budget < 1:
             raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}.")
         if isolation not in ("auto", "bwrap", "unshare", "none"):
@@ -118,6 +160,7 @@ class LocalSandbox(_WarmSpare):
         self._spare: Future[_Box] | None = None
         self._worker: ThreadPoolExecutor | None = None  # builds the spare, deletes old dirs
         self._closed = False
+        self._faults = {}
 
     @property
     def multi_user(self) -> bool:
@@ -134,6 +177,42 @@ class LocalSandbox(_WarmSpare):
         """The sandbox's private temp dir on the host (all its writable dirs live under it);
         None before ``start()`` and after ``close()``."""
         return self._root
+
+    # ------------------------------------------------------------------ test hooks
+
+    def box_info(self, *, wait_s: float = 0.0) -> BoxInfo | None:
+        """Facts about the current box (:class:`BoxInfo`); None before ``start()`` and after
+        ``close()``. A hook for tests and debugging: the sandbox's behaviour does not depend
+        on it being called.
+
+        Args:
+            wait_s: wait up to this long for the next episode's shell, started in the
+                background, to be up (so ``next_shell_pid`` is known).
+        """
+        box = self._box
+        if box is None:
+            return None
+        next_pid = None
+        if box.next_shell is not None:
+            with contextlib.suppress(Exception):  # not up (yet), or failed: then None
+                next_pid = box.next_shell.result(timeout=wait_s).proc.pid if wait_s > 0 or box.next_shell.done() \
+                    else None
+        limit: Literal["cgroup", "rlimit", "none"] = "cgroup" if self._cgroup is not None else (
+            "rlimit" if self._prlimit is not None else "none")
+        return BoxInfo(
+            box_dir=box.dir, writable_dirs={d: box.writable(d) for d in WRITABLE_DIRS},
+            holder_pid=box.holder.pid if box.holder is not None else None, namespace_pid=box.ns_pid,
+            agent_pid=self._agent_init(box) if self.mechanism != "none" else None,
+            shell_pid=box.shell.proc.pid if box.shell is not None else None, next_shell_pid=next_pid,
+            tainted=box.tainted, etc_template=self._etc, process_limit=limit,
+            pids_cgroup=self._cgroup.path if self._cgroup is not None else None)
+
+    def inject_fault(self, where: ResetFault, error: BaseException) -> None:
+        """Make the next reset in place meet ``error`` at ``where`` (once): a hook for the tests
+        of what a reset does then (it continues in a new box). ``reset.dirs``: putting the
+        writable dirs back (as a full tmpfs would); ``reset.shell``: taking the next episode's
+        shell (as one that does not answer would)."""
+        self._faults[where] = error
 
     # ------------------------------------------------------------------ lifecycle
 

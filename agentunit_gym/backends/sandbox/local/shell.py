@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import secrets
 import selectors
 import signal
 import subprocess
@@ -20,13 +19,10 @@ from agentunit_gym.backends.sandbox.local.box import (
     _CHUNK,
     _KILL_ROUNDS_S,
     _KILL_TIMEOUT_S,
-    _PENDING_CAP,
-    _RUNAWAY_WATCH_S,
     _SHELL_GRACE_S,
     _START_TIMEOUT_S,
     _Box,
-    _Capture,
-    _Level,
+    _result,
     _Shell,
 )
 from agentunit_gym.backends.sandbox.local.files import _Files
@@ -49,12 +45,20 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _scan_processes,
 )
 from agentunit_gym.errors import BackendTimeoutError, ConfigError
-from agentunit_gym.images.os.supervisor import (
+from agentunit_gym.images.os.shell_protocol import (
     EXITED_NOTE,
     NESTED_KILLED_NOTE,
+    RESTARTED_NOTE,
     SHELL_SETUP,
+    Capture,
+    Level,
     flush_terminal_input,
     interactive_shell,
+    is_flood,
+    new_nonce,
+    runaway_note,
+    settle,
+    waiting_nonces,
 )
 
 USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser and setpriv cannot switch to "
@@ -71,9 +75,9 @@ _USER_SWITCH_FAILURES = ("cannot set groups: Operation not permitted", "setresui
 # "bash: x: command not found", job control gives every job its own process group).
 # Commands arrive NUL-terminated as "<nonce>\n<command>" on a separate pipe (fd $3) and run
 # in this shell, so cwd, variables and jobs persist. ``jobs -p`` goes to a file before each
-# command so a timeout can spare the background jobs started earlier. The sentinel
-# "<nonce> <status>" follows the output on the terminal: a random nonce cannot be printed by
-# accident. ``$?`` is set back to the last command's status before the next one runs.
+# command so a timeout can spare the background jobs started earlier. The sentinel follows
+# the output on the terminal, framed as the docker supervisor's (images/os/shell_protocol.py).
+# ``$?`` is set back to the last command's status before the next one runs.
 _DRIVER = r"""
 __au_fd=$3; exec {__au_in}<&"$__au_fd" {__au_out}>&1 {__au_fd}<&-
 unset HISTFILE; set +H; PS1= PS2=
@@ -87,7 +91,7 @@ while IFS= read -r -d '' -u "$__au_in" __au_msg; do
   [ "$__au_st" = 0 ] || (exit "$__au_st")
   eval "${__au_msg#*$'\n'}"
   __au_st=$?
-  printf '%s %d\n' "$__au_nonce" "$__au_st" >&"$__au_out"
+  printf '\036AU%s:%d\036' "$__au_nonce" "$__au_st" >&"$__au_out"
 done
 """
 
@@ -101,7 +105,7 @@ class _AgentShell(_Files):
         shell = self._start_shell(box)
         try:
             self._send(shell, "true")
-            if self._read_sentinel(shell, [shell.marker], _Capture(0), time.monotonic() + _START_TIMEOUT_S) is None:
+            if self._read_sentinel(shell, {shell.nonce}, Capture(0), time.monotonic() + _START_TIMEOUT_S) is None:
                 raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
         except BaseException:
             self._end_shell(shell)
@@ -143,7 +147,8 @@ class _AgentShell(_Files):
             os.close(slave)
             os.close(control_read)
         os.set_blocking(master, False)
-        return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name)
+        return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name,
+                      levels=[Level(proc.pid, "driver")])
 
     # ------------------------------------------------------------------ the agent's shell
 
@@ -171,19 +176,19 @@ class _AgentShell(_Files):
         if shell is None:
             raise self._died_error()
         started = time.monotonic()
-        capture = _Capture(max_output)
+        capture = Capture(max_output)
         if shell.pending:
-            capture.add(bytes(shell.pending))
+            capture.feed(bytes(shell.pending))
             shell.pending.clear()
         # What was there when the last command was settled: processes forked since by its
         # background jobs count as new too, so a bomb that started slowly is caught later.
         before = shell.settled if shell.settled is not None else self._ns_pids(box)
         try:
-            if shell.nested:
-                marker = self._send_tty(shell, command, started + timeout)
+            if len(shell.levels) > 1:
+                nonce = self._send_tty(shell, command, started + timeout)
             else:
                 self._send(shell, command)
-                marker = shell.marker
+                nonce = shell.nonce
         except OSError:  # broken pipe: the shell is gone
             shell.eof = True
             return self._shell_died(box, capture, started, timed_out=False)
@@ -191,15 +196,15 @@ class _AgentShell(_Files):
         hit: list[tuple[int, str]] = []
         while True:
             hit.clear()
-            status = self._read_sentinel(shell, [marker, *self._waiting(shell)], capture, started + timeout,
+            status = self._read_sentinel(shell, {nonce, *waiting_nonces(shell.levels)}, capture, started + timeout,
                                          watch=lambda: self._new_shell(box, shell, rejected, hit))
             if status is not None or not hit:
                 break
-            entered = self._enter_nested(box, shell, marker, capture, hit[0], started + timeout)
+            entered = self._enter_nested(shell, nonce, capture, hit[0], started + timeout)
             if entered is True:  # the new shell took over; the command runs on below it
                 self._contain_runaways(box, before, capture)
                 shell.settled = self._ns_pids(box)
-                return capture.result(0, False, started)
+                return _result(capture, 0, False, started)
             if entered is not None:
                 status = entered
                 break
@@ -208,17 +213,17 @@ class _AgentShell(_Files):
             self._settle(shell, status)
             self._contain_runaways(box, before, capture)
             shell.settled = self._ns_pids(box)
-            return capture.result(status, False, started)
+            return _result(capture, status, False, started)
         if shell.eof:
             return self._shell_died(box, capture, started, timed_out=False)
-        if shell.nested and self._stop_nested(box, shell, capture, marker):
+        if len(shell.levels) > 1 and self._stop_nested(box, shell, capture, nonce):
             self._contain_runaways(box, before, capture)
             shell.settled = self._ns_pids(box)
-            return capture.result(None, True, started)
+            return _result(capture, None, True, started)
         # Timed out: kill what the command started, then let the shell report back.
         self._kill_command_groups(box, shell, before)
-        status = self._read_sentinel(shell, [shell.marker], capture, time.monotonic() + _SHELL_GRACE_S)
-        shell.nested.clear()
+        status = self._read_sentinel(shell, {shell.nonce}, capture, time.monotonic() + _SHELL_GRACE_S)
+        del shell.levels[1:]
         if status is None:
             if shell.eof:
                 return self._shell_died(box, capture, started, timed_out=True)
@@ -227,11 +232,11 @@ class _AgentShell(_Files):
             if not self._box_alive(box):
                 raise self._died_error()
             box.shell = self._start_shell(box)
-            capture.add(b"\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]")
+            capture.note(RESTARTED_NOTE.rstrip("\n"))
         else:
             self._contain_runaways(box, before, capture)
             shell.settled = self._ns_pids(box)
-        return capture.result(None, True, started)
+        return _result(capture, None, True, started)
 
     @staticmethod
     def _discard_pending(shell: _Shell) -> None:
@@ -259,29 +264,19 @@ class _AgentShell(_Files):
         except OSError:
             return set()
 
-    def _contain_runaways(self, box: _Box, before: set[int], capture: _Capture) -> None:
+    def _contain_runaways(self, box: _Box, before: set[int], capture: Capture) -> None:
         """Kill what the last command left running when it is a flood (``runaway_budget``).
 
         What the command left (processes of the box's pid namespace not in ``before``) is
-        watched while it grows: a fork bomb doubles every few ms, a server started with ``&``
-        stays put. Past the budget, or with the pids limit nearly reached, every process the
-        command created is killed, in rounds until none is left, and the output says so.
+        judged by the shared heuristic (:func:`~agentunit_gym.images.os.shell_protocol.is_flood`);
+        a flood is killed, every process the command created, in rounds until none is left,
+        and the output says so.
         """
         if self.mechanism == "none" or not before:
             return
-        deadline = time.monotonic() + _RUNAWAY_WATCH_S
-        seen, still = 0, 0
-        while True:
-            new = self._ns_pids(box) - before
-            if not new:
-                return
-            if len(new) > self.runaway_budget or len(new) + len(before) >= self.pids_limit * 9 // 10:
-                break
-            still = still + 1 if len(new) <= seen else 0
-            if still >= 3 or time.monotonic() > deadline:
-                return  # stable over a few looks (a busy machine forks slowly): a deliberate job
-            seen = max(seen, len(new))
-            time.sleep(0.015)
+        if not is_flood(lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget,
+                        self.pids_limit):
+            return
         assert box.ns_pid is not None
         try:
             ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino
@@ -307,25 +302,23 @@ class _AgentShell(_Files):
             time.sleep(0.002)
         if box.shell is not None:  # what the killed processes printed ("fork: retry: ...") is noise now
             self._discard_pending(box.shell)
-        capture.add(f"\n[{len(killed)} processes this command left running were killed: more than "
-                    f"{self.runaway_budget} were still forking]\n".encode())
+        capture.note(runaway_note(len(killed), self.runaway_budget))
 
     @staticmethod
     def _send(shell: _Shell, command: str) -> None:
-        """Send one command to the driver, under a fresh random nonce."""
-        nonce = "__au_" + secrets.token_hex(8)
-        shell.marker = nonce.encode() + b" "
-        shell.stdin.write(nonce.encode() + b"\n" + command.replace("\0", "").encode("utf-8", "surrogateescape")
+        """Send one command to the driver, under a fresh nonce (``shell.nonce``)."""
+        shell.nonce = new_nonce()
+        shell.stdin.write(shell.nonce.encode() + b"\n" + command.replace("\0", "").encode("utf-8", "surrogateescape")
                           + b"\0")
         shell.stdin.flush()
 
-    def _read_sentinel(self, shell: _Shell, markers: list[bytes], capture: _Capture, deadline: float,
+    def _read_sentinel(self, shell: _Shell, accept: set[str], capture: Capture, deadline: float,
                        watch: Callable[[], bool] | None = None) -> int | None:
-        """Read the shell's output into ``capture`` until one of the ``markers``' sentinels (it is
-        then ``shell.found``); its exit status, or None (deadline passed; the shell exited: then
-        ``shell.eof`` is set; or ``watch``, called when the terminal is quiet, returned True)."""
-        carry = b""
-        keep = max(len(marker) for marker in markers) + 16  # enough to hold a sentinel split across reads
+        """Read the shell's output into ``capture`` until the sentinel of one of the nonces in
+        ``accept`` (it is then ``shell.found``); its exit status, or None (deadline passed; the
+        shell exited: then ``shell.eof`` is set; or ``watch``, called when the terminal is
+        quiet, returned True). What follows the sentinel waits in ``shell.pending``."""
+        capture.expect(accept)
         quiet = 0.02 if watch is not None else None
         with selectors.DefaultSelector() as sel:
             sel.register(shell.fd, selectors.EVENT_READ)
@@ -335,12 +328,12 @@ class _AgentShell(_Files):
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    capture.add(carry)
+                    capture.finish()
                     return None
                 events = sel.select(left if quiet is None else min(left, quiet))
                 if not events:
                     if watch is not None and watch():
-                        capture.add(carry)
+                        capture.finish()
                         return None
                     continue
                 chunk = b""
@@ -351,38 +344,17 @@ class _AgentShell(_Files):
                         chunk = b""
                 if not chunk:
                     if any(key.fd == shell.exit_fd for key, _ in events) or shell.proc.poll() is not None:
-                        capture.add(carry)
+                        capture.finish()
                         shell.eof = True
                         return None
                     continue
-                data = carry + chunk
-                found = [(data.find(marker), marker) for marker in markers]
-                idx, marker = min(((i, m) for i, m in found if i >= 0), default=(-1, b""))
-                if idx >= 0:
-                    end = data.find(b"\n", idx)
-                    if end < 0:
-                        carry = data  # the status digits are still coming
-                        continue
-                    capture.add(data[:idx])
-                    shell.pending += data[end + 1:][:_PENDING_CAP]
-                    shell.found = marker
-                    try:
-                        return int(data[idx + len(marker):end])
-                    except ValueError:
-                        return -1
-                cut = max(0, len(data) - keep)
-                capture.add(data[:cut])
-                carry = data[cut:]
+                capture.feed(chunk)
+                if capture.found is not None:
+                    shell.pending += capture.after
+                    shell.found = capture.found_nonce
+                    return capture.found
 
     # ------------------------------------------------------------------ shells that nest
-
-    @staticmethod
-    def _waiting(shell: _Shell) -> list[bytes]:
-        """The markers of the lines still running below the top shell (their sentinel means the
-        shells above them have exited): the driver's command, then each nested shell's."""
-        if not shell.nested:
-            return []
-        return [shell.marker, *(level.waiting for level in shell.nested[:-1] if level.waiting is not None)]
 
     def _new_shell(self, box: _Box, shell: _Shell, rejected: set[int], hit: list[tuple[int, str]]) -> bool:
         """True (and the shell in ``hit``) when a shell that is not one of ours yet waits at the
@@ -391,7 +363,7 @@ class _AgentShell(_Files):
             group = os.tcgetpgrp(shell.fd)
         except OSError:
             return False
-        known = {self._agent_init(box), shell.proc.pid, *(level.pid for level in shell.nested), *rejected}
+        known = {self._agent_init(box), *(level.pid for level in shell.levels), *rejected}
         name = None if group in known else interactive_shell(group)  # a shell leads its own group
         if name is None:
             hit.clear()
@@ -401,10 +373,11 @@ class _AgentShell(_Files):
         hit[:] = [(group, name)]
         return False
 
-    def _send_tty(self, shell: _Shell, command: str, deadline: float) -> bytes:
-        """Write ``command`` to the terminal for the top nested shell; returns its marker."""
-        nonce = "__au_" + secrets.token_hex(8)
-        data = shell.nested[-1].line(command, nonce)
+    @staticmethod
+    def _send_tty(shell: _Shell, command: str, deadline: float) -> str:
+        """Write ``command`` to the terminal for the top nested shell; returns its nonce."""
+        nonce = new_nonce()
+        data = shell.levels[-1].line(command, nonce).encode("utf-8", "surrogateescape")
         with selectors.DefaultSelector() as sel:
             sel.register(shell.fd, selectors.EVENT_WRITE)
             while data:
@@ -414,67 +387,58 @@ class _AgentShell(_Files):
                     if time.monotonic() > deadline:
                         raise OSError("the terminal does not take input") from None
                     sel.select(0.05)
-        return nonce.encode() + b" "
+        return nonce
 
-    def _settle(self, shell: _Shell, status: int) -> None:
+    @staticmethod
+    def _settle(shell: _Shell, status: int) -> None:
         """After a sentinel: if it was a lower shell's line, the shells above it have exited."""
-        if shell.found == shell.marker:
-            shell.nested.clear()
-        else:
-            for index, level in enumerate(shell.nested):
-                if level.waiting == shell.found:
-                    del shell.nested[index + 1:]
-                    level.waiting = None
-                    break
-        if shell.nested:
-            shell.nested[-1].status = status if 0 <= status < 256 else 0
+        settle(shell.levels, shell.found, status)
 
-    def _enter_nested(self, box: _Box, shell: _Shell, marker: bytes, capture: _Capture, hit: tuple[int, str],
+    def _enter_nested(self, shell: _Shell, nonce: str, capture: Capture, hit: tuple[int, str],
                       deadline: float) -> bool | int | None:
         """Make the shell in ``hit`` the top one and set it up: True when it answered, the
         status when the command's own line reported meanwhile, None when it took no commands."""
         capture.drop_partial_line()  # its first prompt
-        if shell.nested:
-            shell.nested[-1].waiting = marker
-        shell.nested.append(_Level(*hit))
+        shell.levels[-1].waiting = nonce
+        shell.levels.append(Level(*hit))
         try:
             setup = self._send_tty(shell, SHELL_SETUP, deadline)
         except OSError:
-            setup = b"\0"
-        status = self._read_sentinel(shell, [setup, *self._waiting(shell)], _Capture(0),
+            setup = ""
+        status = self._read_sentinel(shell, {setup, *waiting_nonces(shell.levels)} - {""}, Capture(0),
                                      max(time.monotonic() + 1.0, min(time.monotonic() + 5.0, deadline)))
         if status is not None and shell.found == setup:
             return True
-        shell.nested.pop()
-        if shell.nested:
-            shell.nested[-1].waiting = None
-        if status is not None and shell.found == marker:
+        shell.levels.pop()
+        shell.levels[-1].waiting = None
+        if status is not None and shell.found == nonce:
             return status
         flush_terminal_input(shell.slave)
         return None
 
-    def _stop_nested(self, box: _Box, shell: _Shell, capture: _Capture, marker: bytes) -> bool:
+    def _stop_nested(self, box: _Box, shell: _Shell, capture: Capture, nonce: str) -> bool:
         """After a timeout in a nested shell: stop what hangs and get a shell that answers.
 
         The foreground job is killed (the nested shell then reports); a shell busy itself gets
         Ctrl-C (SIGINT) and an empty command; one that still does not answer is killed, and the
         shell below it (whose line started it) reports. False: the driver's shell must be dealt
         with as for any timeout."""
-        levels = {self._agent_init(box), *(level.pid for level in shell.nested)}
+        ours = {self._agent_init(box), *(level.pid for level in shell.levels[1:])}
         with contextlib.suppress(OSError):
             group = os.tcgetpgrp(shell.fd)
-            if group not in levels and group > 1:
+            if group not in ours and group > 1:
                 os.killpg(group, signal.SIGKILL)
-                status = self._read_sentinel(shell, [marker, *self._waiting(shell)], capture, time.monotonic() + 0.5)
+                status = self._read_sentinel(shell, {nonce, *waiting_nonces(shell.levels)}, capture,
+                                             time.monotonic() + 0.5)
                 if status is not None:
                     self._settle(shell, status)
                     return True
-        while shell.nested:
-            top = shell.nested[-1]
+        while len(shell.levels) > 1:
+            top = shell.levels[-1]
             for _ in range(3):
                 with contextlib.suppress(OSError):
                     group = os.tcgetpgrp(shell.fd)
-                    if group not in levels and group > 1:
+                    if group not in ours and group > 1:
                         os.killpg(group, signal.SIGINT)
                 with contextlib.suppress(OSError):
                     os.kill(top.pid, signal.SIGINT)
@@ -483,26 +447,26 @@ class _AgentShell(_Files):
                     resync = self._send_tty(shell, ":", time.monotonic() + 1.0)
                 except OSError:
                     break
-                if self._read_sentinel(shell, [resync, *self._waiting(shell)], _Capture(0),
+                if self._read_sentinel(shell, {resync, *waiting_nonces(shell.levels)}, Capture(0),
                                        time.monotonic() + 1.0) is not None:
                     self._settle(shell, 0)
                     return True
-            capture.add(NESTED_KILLED_NOTE.encode())
+            capture.note(NESTED_KILLED_NOTE)
             for kill in (os.killpg, os.kill):
                 with contextlib.suppress(OSError):
                     kill(top.pid, signal.SIGKILL)
-            shell.nested.pop()
+            shell.levels.pop()
             flush_terminal_input(shell.slave)  # the resync lines it never read
-            below = shell.nested[-1].waiting if shell.nested else shell.marker
+            below = shell.levels[-1].waiting
             if below is None:
                 return False
-            status = self._read_sentinel(shell, [below], _Capture(0), time.monotonic() + 1.0)
+            status = self._read_sentinel(shell, {below}, Capture(0), time.monotonic() + 1.0)
             if status is not None:
                 self._settle(shell, status)
                 return True
         return False
 
-    def _shell_died(self, box: _Box, capture: _Capture, started: float, *, timed_out: bool) -> ExecResult:
+    def _shell_died(self, box: _Box, capture: Capture, started: float, *, timed_out: bool) -> ExecResult:
         shell = box.shell
         assert shell is not None
         try:
@@ -514,8 +478,8 @@ class _AgentShell(_Files):
             # a new one, as the docker sandbox does (the interactive bash already printed "exit").
             self._stop_shell(box)
             box.shell = self._start_shell(box)
-            capture.add(EXITED_NOTE.encode())
-            return capture.result(None if timed_out else code, timed_out, started)
+            capture.note(EXITED_NOTE)
+            return _result(capture, None if timed_out else code, timed_out, started)
         self._stop_shell(box)
         raise self._died_error()
 
