@@ -23,16 +23,12 @@ from agentunit_gym.backends.sandbox.local.etc_template import (
     _CopyEntry,
 )
 from agentunit_gym.backends.sandbox.local.isolation import (
-    _HOLDER,
     WRITABLE_DIRS,
     Isolation,
-    _bwrap_system_args,
     _default_signals_argv,
-    _setup_script,
     agent_caps_argv,
     drop_privileges_argv,
-    masked_system_dirs,
-    system_layout,
+    holder_argv,
 )
 from agentunit_gym.backends.sandbox.local.procfs import (
     _children,
@@ -213,6 +209,7 @@ class _BoxProcesses(Sandbox):
         return self._box
 
     # ------------------------------------------------------------------ processes of the box
+
     def _spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
                in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None) -> subprocess.Popen[bytes]:
         """Start a process in its own session: the one place this module creates processes.
@@ -258,30 +255,9 @@ class _BoxProcesses(Sandbox):
         return self._etc_bound
 
     def _holder_argv(self, box: _Box) -> list[str]:
-        # Many users: the user namespace is made unmapped and waits in usermap.GATE until
-        # _start_holder has written its uid/gid range; bwrap then runs as root in it (it makes
-        # the other namespaces itself, no user namespace of its own).
-        users = ["unshare", "--user", "/bin/sh", "-c", usermap.GATE, "gate"] if self._multi_user else []
-        if self.mechanism == "bwrap":
-            own_user = [] if self._multi_user else ["--unshare-user", "--uid", "0", "--gid", "0"]
-            argv = [*users, "bwrap", *own_user, "--unshare-pid", *([] if self.network else ["--unshare-net"]),
-                    "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                    "--hostname", "sandbox", *_bwrap_system_args(), "--proc", "/proc", "--dev", "/dev"]
-            for d in WRITABLE_DIRS:
-                argv += ["--bind", str(box.writable(d)), d]
-            for rel, template in self._etc_read_only():
-                argv += ["--ro-bind", str(template), f"/etc/{rel}"]
-            for path in masked_system_dirs():
-                argv += ["--tmpfs", path, "--remount-ro", path]
-            return argv + ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
-        specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
-        specs += [f"etc:{template}:/etc/{rel}" for rel, template in self._etc_read_only()]
-        specs += [f"mask:{path}" for path in masked_system_dirs()]
-        gate = ["/bin/sh", "-c", usermap.GATE, "gate"] if self._multi_user else []
-        return ["unshare", "--user", *([] if self._multi_user else ["--map-root-user"]), "--pid",
-                *([] if self.network else ["--net"]), "--mount", "--ipc", "--uts",
-                "--fork", "--kill-child", "--propagation", "private", *gate, "/bin/bash", "-c", _setup_script(),
-                "setup", str(box.dir / "root"), str(box.dir / "w"), _HOLDER, *specs]
+        assert self.mechanism in ("bwrap", "unshare")
+        return holder_argv(self.mechanism, box.dir, multi_user=bool(self._multi_user), network=self.network,
+                           etc_binds=self._etc_read_only())
 
     def _start_holder(self, box: _Box) -> None:
         holder = self._spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

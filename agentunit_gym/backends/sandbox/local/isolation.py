@@ -9,6 +9,7 @@ import shutil
 import signal
 import stat
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -211,6 +212,40 @@ def _default_signals_argv() -> list[str]:
 
 _ENV_PROGRAM = shutil.which("env") or "/usr/bin/env"
 
+
+
+def holder_argv(mechanism: Literal["bwrap", "unshare"], box_dir: Path, *, multi_user: bool, network: bool,
+                etc_binds: Sequence[tuple[str, Path]]) -> list[str]:
+    """The argv of a box's holder: it makes the box's namespaces and root (the writable dirs
+    of ``box_dir/w``, the template's ``etc_binds`` read-only, the system dirs), reports
+    ``ready`` and waits on its stdin (:data:`_HOLDER`)."""
+    def writable(d: str) -> Path:
+        return box_dir / "w" / d.lstrip("/")
+
+    # Many users: the user namespace is made unmapped and waits in usermap.GATE until
+    # _start_holder has written its uid/gid range; bwrap then runs as root in it (it makes
+    # the other namespaces itself, no user namespace of its own).
+    users = ["unshare", "--user", "/bin/sh", "-c", usermap.GATE, "gate"] if multi_user else []
+    if mechanism == "bwrap":
+        own_user = [] if multi_user else ["--unshare-user", "--uid", "0", "--gid", "0"]
+        argv = [*users, "bwrap", *own_user, "--unshare-pid", *([] if network else ["--unshare-net"]),
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--hostname", "sandbox", *_bwrap_system_args(), "--proc", "/proc", "--dev", "/dev"]
+        for d in WRITABLE_DIRS:
+            argv += ["--bind", str(writable(d)), d]
+        for rel, template in etc_binds:
+            argv += ["--ro-bind", str(template), f"/etc/{rel}"]
+        for path in masked_system_dirs():
+            argv += ["--tmpfs", path, "--remount-ro", path]
+        return argv + ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/", "/bin/sh", "-c", _HOLDER]
+    specs = [f"link:{path}:{link}" if link is not None else f"bind:{path}" for path, link in system_layout()]
+    specs += [f"etc:{template}:/etc/{rel}" for rel, template in etc_binds]
+    specs += [f"mask:{path}" for path in masked_system_dirs()]
+    gate = ["/bin/sh", "-c", usermap.GATE, "gate"] if multi_user else []
+    return ["unshare", "--user", *([] if multi_user else ["--map-root-user"]), "--pid",
+            *([] if network else ["--net"]), "--mount", "--ipc", "--uts",
+            "--fork", "--kill-child", "--propagation", "private", *gate, "/bin/bash", "-c", _setup_script(),
+            "setup", str(box_dir / "root"), str(box_dir / "w"), _HOLDER, *specs]
 
 
 PTMX_MODE = 0o666
