@@ -31,10 +31,16 @@ The naive baseline, measured in the same run: the lockstep loop over a threaded 
 (benchmarks/lockstep.py, what ``--vector threads`` ran before the asynchronous engine became
 the only one), where each turn waits for every agent in flight.
 
+``--compare-own-dev`` (local only): each point is run twice back to back, as the code is and
+with the agent's shell given a ``/dev`` of its own on bubblewrap (``variant: own_dev``: the
+code of 2026-11-24 to 2026-11-26, before a reset in place put ``/dev/pts/ptmx`` back
+instead), so both see the same machine; for a machine that other jobs share.
+
 Usage (from the repo root)::
 
     python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
         [--concurrency 1,4,16,64,256] [--waves 16] [--target-waves 48] [--scale 1.0] [--json PATH]
+        [--compare-own-dev]
 """
 
 from __future__ import annotations
@@ -160,8 +166,34 @@ TARGET_CS = (16, 64)
 """The concurrencies the target applies at."""
 
 
+def _own_dev_argv() -> tuple[str, ...] | None:
+    """The agent's bubblewrap prefix as it was before ptmx was put back on reset: a ``/dev`` of its own."""
+    from agentunit_gym.backends.sandbox.local import isolation
+
+    argv = isolation.bwrap_agent_argv()
+    if argv is None:
+        return None
+    at = argv.index("--tmpfs", argv.index("/proc/tty/driver") + 2)  # the one for /dev/shm
+    return (*argv[:at], "--dev", "/dev", *argv[at:])
+
+
+def run_own_dev_point(env: str, backend: str, concurrency: int, episodes: int,
+                      env_options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_point` with the agent's shell given a ``/dev`` of its own (the code before)."""
+    from agentunit_gym.backends.sandbox.local import shell as shell_module
+
+    real = shell_module.bwrap_agent_argv
+    shell_module.bwrap_agent_argv = _own_dev_argv  # type: ignore[assignment]
+    try:
+        row = run_point(env, backend, concurrency, episodes, None, env_options)
+    finally:
+        shell_module.bwrap_agent_argv = real  # type: ignore[assignment]
+    row["variant"] = "own_dev"
+    return row
+
+
 def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves: int, min_episodes: int,
-                  max_episodes: int, baseline: list[int]) -> dict[str, Any]:
+                  max_episodes: int, baseline: list[int], compare_own_dev: bool = False) -> dict[str, Any]:
     env, backend = BACKENDS[name]
     env_options: dict[str, Any] = {}
     server = None
@@ -182,6 +214,9 @@ def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves:
             episodes = min(max_episodes, max(min_episodes, (target_waves if c in TARGET_CS else waves) * c))
             rows.append(run_point(env, backend, c, episodes, False, env_options))
             _report(name, rows[-1], rows[0])
+            if compare_own_dev and name == "local":
+                rows.append(run_own_dev_point(env, backend, c, episodes, env_options))
+                _report(name, rows[-1], rows[0])
         for c in baseline:
             episodes = min(max_episodes, max(min_episodes, waves * c))
             rows.append(run_point(env, backend, c, episodes, True, env_options))
@@ -197,7 +232,8 @@ def _report(name: str, row: dict[str, Any], first: dict[str, Any]) -> None:
     row["work_speedup"] = row["agent_s_per_s"] / first["agent_s_per_s"]
     row["share_of_ideal"] = row["work_speedup"] / row["ideal"]
     row["bound_share"] = (row["agent_s"] / row["bound_s"]) / row["ideal"] / (first["agent_s"] / first["bound_s"])
-    print(f"  {name:<7} {row['vector']:<15} C={row['concurrency']:<4} {row['episodes']:>5} ep {row['seconds']:7.1f} s "
+    print(f"  {name:<7} {row['vector']:<15} {row.get('variant', ''):<8} C={row['concurrency']:<4} "
+          f"{row['episodes']:>5} ep {row['seconds']:7.1f} s "
           f"(setup {row['setup_s']:5.1f} s)  speedup {row['speedup']:6.1f}x  work {row['work_speedup']:6.1f}x "
           f"= {100 * row['share_of_ideal']:5.1f}% of {row['ideal']}  (zero-overhead bound "
           f"{100 * row['bound_share']:5.1f}%)  success {row['success_rate']:.2f}  load {row['load_avg_1m']:.1f}  "
@@ -220,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="highest concurrency on docker and mysql (default 64: 256 containers on a shared "
                              "2-core daemon, or 512 connections to a server allowing 200, are not measured)")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/eval_async.json"))
+    parser.add_argument("--compare-own-dev", action="store_true",
+                        help="local: run each point also with the agent's own /dev (the code before), back to back")
     args = parser.parse_args(argv)
     LognormalOracle.scale = args.scale
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -234,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.backends.split(","):
         mine = [c for c in concurrencies if name in ("sqlite", "local") or c <= args.container_max_c]
         result["backends"][name] = bench_backend(name, mine, args.waves, args.target_waves, args.min_episodes,
-                                                 args.max_episodes, baseline)
+                                                 args.max_episodes, baseline, args.compare_own_dev)
         result["backends"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         args.json.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.json}")
