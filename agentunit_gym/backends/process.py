@@ -10,7 +10,7 @@ terminal or a namespace for longer than one call, which a run-to-completion seam
 give; each does so in one function, with its own deadlines:
 
 - the local sandbox's processes (its namespace holder, the agent's shell, each command):
-  ``LocalSandbox._spawn`` in :mod:`agentunit_gym.backends.sandbox.local`;
+  ``_BoxProcesses._spawn`` in :mod:`agentunit_gym.backends.sandbox.local.box`;
 - the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
 - the OS image's supervisor (:mod:`agentunit_gym.images.os.supervisor`), which runs inside
   the container, not in the library's process.
