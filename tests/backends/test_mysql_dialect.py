@@ -224,9 +224,9 @@ def test_task_rows_still_load_strictly_and_the_admin_session_keeps_the_dialect()
 @pytest.mark.docker
 def test_a_server_without_the_collation_keeps_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     # As an older MariaDB (< 10.10) reached by DSN would: the rest of the dialect still holds.
-    import agentunit_gym.backends.sql.mysql as mysql_module
+    from agentunit_gym.backends.sql.mysql import dialect as dialect_module
 
-    monkeypatch.setattr(mysql_module, "MARIADB_COLLATION", "utf8mb4_no_such_collation_ci")
+    monkeypatch.setattr(dialect_module, "MARIADB_COLLATION", "utf8mb4_no_such_collation_ci")
     backend = MySQLBackend()
     try:
         assert backend.dialect.collation is None

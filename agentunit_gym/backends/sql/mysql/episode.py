@@ -1,0 +1,173 @@
+"""One episode's database, reached as the episode's own user; grading runs on the admin side."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agentunit_gym.backends.sql.base import EpisodeDatabase, QueryResult
+from agentunit_gym.backends.sql.hashing import (
+    AGENTBENCH_GROUP_CONCAT_MAX_LEN,
+    HASH_TIMEOUT_S,
+    hash_from_result,
+    mysql_table_hash_sql,
+)
+from agentunit_gym.backends.sql.mysql.connection import (
+    ER_CONNECTION_KILLED,
+    ConnectParams,
+    close_quietly,
+    format_error,
+    is_connection_error,
+    load_pymysql,
+)
+from agentunit_gym.backends.sql.mysql.statement import KILL_GRACE_S, READ_GRACE_S, Session, run_statement
+from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, EpisodeStateError
+
+if TYPE_CHECKING:
+    from agentunit_gym.backends.sql.mysql.backend import MySQLBackend
+
+_KILL = re.compile(r"\bkill\b", re.IGNORECASE)
+"""A statement that mentions KILL and loses its connection killed its own session."""
+
+
+class MySQLEpisode(EpisodeDatabase):
+    """One episode's database on the backend's server, reached as the episode's own user."""
+
+    def __init__(self, backend: MySQLBackend, name: str, user: str, session: Session, generation: int,
+                 params: ConnectParams) -> None:
+        self.name = name
+        self.user = user
+        self._params = params
+        self._backend = backend
+        self._session: Session | None = session
+        self._generation = generation
+        self._closed = False
+        self._lost: str | None = None
+
+    @property
+    def connection_id(self) -> int:
+        """The server's id of the agent's connection (for KILL in tests and admin tools)."""
+        if self._session is None:
+            raise EpisodeStateError(f"episode database {self.name!r} has no open connection")
+        return self._session.thread_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def execute(self, sql: str, *, timeout: float = 10.0, max_rows: int = 1000) -> QueryResult:
+        """Run one agent statement as the episode's user.
+
+        Args:
+            sql: one SQL statement (several in one string are a syntax error, as in AgentBench).
+            timeout: the statement's time limit in seconds (a ``timed_out`` result past it).
+            max_rows: rows kept in the result; ``truncated`` tells when there were more.
+
+        Returns:
+            The result; SQL errors, permission errors and timeouts are results.
+
+        Raises:
+            EpisodeStateError: the episode is closed.
+            BackendError: the connection dropped or the server died; open a new episode.
+            BackendTimeoutError: the server stopped answering even after ``KILL QUERY``.
+        """
+        if self._closed:
+            raise EpisodeStateError(f"episode database {self.name!r} is closed; open a new episode")
+        if self._session is None:
+            raise BackendError(f"episode database {self.name!r} lost its connection earlier ({self._lost}); "
+                               "open a new episode (env.reset()) to continue")
+        pymysql = load_pymysql()
+        try:
+            result = run_statement(self._session, sql, timeout, max_rows, self._backend._killer)
+            if result.extra.get("errno") != ER_CONNECTION_KILLED:
+                # AgentBench commits after every statement of the agent (autocommit off, a
+                # commit after each): an explicit START TRANSACTION ends at once, and grading
+                # sees every change, as on its server.
+                self._session.conn.commit()
+        except pymysql.err.MySQLError as exc:
+            if not is_connection_error(exc):
+                # Only our own bookkeeping statements (the time limit, the commit) can fail this way.
+                raise BackendError(f"setting up a statement of episode {self.name!r} failed: {exc}") from exc
+            if _KILL.search(sql) and self._backend._server.alive():
+                return self._reconnect_after_self_kill(format_error(exc))
+            raise self._lose(exc, timeout) from exc
+        if result.extra.get("errno") == ER_CONNECTION_KILLED:
+            return self._reconnect_after_self_kill(result.error or "")
+        return result
+
+    def _reconnect_after_self_kill(self, error: str) -> QueryResult:
+        """The agent's own statement ended its connection (``KILL CONNECTION_ID()``): an agent
+        action, so an error result and a fresh connection, not an infrastructure failure."""
+        if self._session is not None:
+            close_quietly(self._session.conn)
+        self._session = None
+        try:
+            self._session = Session(self._backend._agent_connection(self._params, self.name), self._backend.flavor)
+        except BackendUnavailableError as again:
+            self._lost = str(again)
+            raise BackendError(f"episode {self.name!r} cannot reconnect after its connection was killed: "
+                               f"{again}") from again
+        return QueryResult(error=f"{error} (the statement ended this session's own connection; a new "
+                                 "connection was opened: session variables and open transactions are gone)")
+
+    def _lose(self, exc: BaseException, timeout: float) -> Exception:
+        """Record a dropped agent connection and build the typed error to raise."""
+        session, self._session = self._session, None
+        if session is not None:
+            close_quietly(session.conn)
+        self._lost = str(exc)
+        alive = self._backend._server.alive()
+        if not alive:
+            self._backend._mark_dead()
+            return BackendError(
+                f"{self._backend._server.describe()} is gone ({exc}). Episode {self.name!r} cannot continue; "
+                "the next open_episode (env.reset()) starts a new server."
+            )
+        if "timed out" in str(exc):
+            return BackendTimeoutError(
+                f"the MySQL server did not answer within {timeout + KILL_GRACE_S + READ_GRACE_S:g} s even after "
+                f"KILL QUERY; the connection of episode {self.name!r} was closed. Open a new episode."
+            )
+        return BackendError(
+            f"the connection of episode {self.name!r} dropped ({exc}); the server still runs. "
+            "Open a new episode (env.reset()) to continue."
+        )
+
+    def admin_query(self, sql: str, *, timeout: float = 30.0, max_rows: int = 100_000) -> QueryResult:
+        """Run SQL with full rights, with this episode's database as the default one.
+
+        Raises:
+            EpisodeStateError: the episode is closed.
+            BackendError: the admin connection failed.
+        """
+        if self._closed:
+            raise EpisodeStateError(f"episode database {self.name!r} is closed; open a new episode")
+        return self._backend._admin_run(self, sql, timeout, max_rows)
+
+    def table_hash(self, table: str, columns: Sequence[str]) -> str:
+        """AgentBench's table hash, computed on the server (see :mod:`.hashing`).
+
+        Returns:
+            The hex digest; ``""`` for a table without rows (the server's NULL); a string
+            starting with ``"error:"`` (never a valid digest) when the table or a column
+            no longer exists, e.g. because the agent dropped it.
+
+        Raises:
+            EpisodeStateError: the episode is closed.
+            BackendError: the server failed or the hash query timed out.
+        """
+        sql = mysql_table_hash_sql(self.name, table, columns)
+        result = self._backend._admin_run(self, sql, HASH_TIMEOUT_S, 1,
+                                          group_concat_max_len=AGENTBENCH_GROUP_CONCAT_MAX_LEN)
+        return hash_from_result(result, table, self.name)
+
+    def close(self) -> None:
+        """Close the agent's connection, drop the episode's user and database. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            close_quietly(session.conn)
+        self._backend._drop_episode(self)
