@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from agentunit_gym.backends.sql.base import EpisodeDatabase, QueryResult
 from agentunit_gym.backends.sql.hashing import (
@@ -21,20 +21,56 @@ from agentunit_gym.backends.sql.mysql.connection import (
     is_connection_error,
     load_pymysql,
 )
-from agentunit_gym.backends.sql.mysql.statement import KILL_GRACE_S, READ_GRACE_S, Session, run_statement
+from agentunit_gym.backends.sql.mysql.statement import KILL_GRACE_S, READ_GRACE_S, Killer, Session, run_statement
 from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, EpisodeStateError
-
-if TYPE_CHECKING:
-    from agentunit_gym.backends.sql.mysql.backend import MySQLBackend
 
 _KILL = re.compile(r"\bkill\b", re.IGNORECASE)
 """A statement that mentions KILL and loses its connection killed its own session."""
+_SERVER_STATUS_IN_TRANS = 1
+_SERVER_STATUS_AUTOCOMMIT = 2
+"""Status flags of the server's OK packets (``SERVER_STATUS_IN_TRANS``, ``..._AUTOCOMMIT``)."""
+
+
+class EpisodeHost(Protocol):
+    """What an episode needs from its backend (:class:`~.backend.MySQLBackend` provides it)."""
+
+    flavor: str
+    killer: Killer
+
+    def server_alive(self) -> bool: ...
+
+    def describe_server(self) -> str: ...
+
+    def mark_dead(self) -> None: ...
+
+    def agent_connection(self, params: ConnectParams, database: str) -> Any:
+        """A new connection as the episode's user, set up as MySQL 8's sessions are."""
+
+    def admin_run(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int, *,
+                  group_concat_max_len: int | None = None) -> QueryResult:
+        """``sql`` on the admin connection, the episode's database the default one (or qualified
+        names, when ``group_concat_max_len`` asks for the hash's setting)."""
+
+    def drop_episode(self, episode: MySQLEpisode) -> None:
+        """Forget the episode and drop its user and database (now or on the background worker)."""
+
+
+def needs_commit(conn: Any) -> bool:
+    """Whether the agent's last statement left a transaction to commit.
+
+    The server's status flags come with every OK packet; we read them after our own ``SET``
+    before the statement, and again after a statement that ends with an OK packet. A statement
+    that returns rows cannot open a transaction under autocommit, so the flags are current
+    whenever autocommit is on.
+    """
+    status = int(conn.server_status or 0)
+    return bool(status & _SERVER_STATUS_IN_TRANS or not status & _SERVER_STATUS_AUTOCOMMIT)
 
 
 class MySQLEpisode(EpisodeDatabase):
     """One episode's database on the backend's server, reached as the episode's own user."""
 
-    def __init__(self, backend: MySQLBackend, name: str, user: str, session: Session, generation: int,
+    def __init__(self, backend: EpisodeHost, name: str, user: str, session: Session, generation: int,
                  params: ConnectParams) -> None:
         self.name = name
         self.user = user
@@ -79,17 +115,18 @@ class MySQLEpisode(EpisodeDatabase):
                                "open a new episode (env.reset()) to continue")
         pymysql = load_pymysql()
         try:
-            result = run_statement(self._session, sql, timeout, max_rows, self._backend._killer)
-            if result.extra.get("errno") != ER_CONNECTION_KILLED:
+            result = run_statement(self._session, sql, timeout, max_rows, self._backend.killer)
+            if result.extra.get("errno") != ER_CONNECTION_KILLED and needs_commit(self._session.conn):
                 # AgentBench commits after every statement of the agent (autocommit off, a
                 # commit after each): an explicit START TRANSACTION ends at once, and grading
-                # sees every change, as on its server.
+                # sees every change, as on its server. Only when a transaction is open: a
+                # COMMIT outside one does nothing but cost a round trip.
                 self._session.conn.commit()
         except pymysql.err.MySQLError as exc:
             if not is_connection_error(exc):
                 # Only our own bookkeeping statements (the time limit, the commit) can fail this way.
                 raise BackendError(f"setting up a statement of episode {self.name!r} failed: {exc}") from exc
-            if _KILL.search(sql) and self._backend._server.alive():
+            if _KILL.search(sql) and self._backend.server_alive():
                 return self._reconnect_after_self_kill(format_error(exc))
             raise self._lose(exc, timeout) from exc
         if result.extra.get("errno") == ER_CONNECTION_KILLED:
@@ -103,7 +140,7 @@ class MySQLEpisode(EpisodeDatabase):
             close_quietly(self._session.conn)
         self._session = None
         try:
-            self._session = Session(self._backend._agent_connection(self._params, self.name), self._backend.flavor)
+            self._session = Session(self._backend.agent_connection(self._params, self.name), self._backend.flavor)
         except BackendUnavailableError as again:
             self._lost = str(again)
             raise BackendError(f"episode {self.name!r} cannot reconnect after its connection was killed: "
@@ -117,11 +154,11 @@ class MySQLEpisode(EpisodeDatabase):
         if session is not None:
             close_quietly(session.conn)
         self._lost = str(exc)
-        alive = self._backend._server.alive()
+        alive = self._backend.server_alive()
         if not alive:
-            self._backend._mark_dead()
+            self._backend.mark_dead()
             return BackendError(
-                f"{self._backend._server.describe()} is gone ({exc}). Episode {self.name!r} cannot continue; "
+                f"{self._backend.describe_server()} is gone ({exc}). Episode {self.name!r} cannot continue; "
                 "the next open_episode (env.reset()) starts a new server."
             )
         if "timed out" in str(exc):
@@ -143,7 +180,7 @@ class MySQLEpisode(EpisodeDatabase):
         """
         if self._closed:
             raise EpisodeStateError(f"episode database {self.name!r} is closed; open a new episode")
-        return self._backend._admin_run(self, sql, timeout, max_rows)
+        return self._backend.admin_run(self, sql, timeout, max_rows)
 
     def table_hash(self, table: str, columns: Sequence[str]) -> str:
         """AgentBench's table hash, computed on the server (see :mod:`.hashing`).
@@ -158,8 +195,8 @@ class MySQLEpisode(EpisodeDatabase):
             BackendError: the server failed or the hash query timed out.
         """
         sql = mysql_table_hash_sql(self.name, table, columns)
-        result = self._backend._admin_run(self, sql, HASH_TIMEOUT_S, 1,
-                                          group_concat_max_len=AGENTBENCH_GROUP_CONCAT_MAX_LEN)
+        result = self._backend.admin_run(self, sql, HASH_TIMEOUT_S, 1,
+                                         group_concat_max_len=AGENTBENCH_GROUP_CONCAT_MAX_LEN)
         return hash_from_result(result, table, self.name)
 
     def close(self) -> None:
@@ -170,4 +207,4 @@ class MySQLEpisode(EpisodeDatabase):
         session, self._session = self._session, None
         if session is not None:
             close_quietly(session.conn)
-        self._backend._drop_episode(self)
+        self._backend.drop_episode(self)

@@ -33,6 +33,8 @@ KILL_GRACE_S = 0.5
 READ_GRACE_S = 5.0
 """How long after ``KILL QUERY`` we wait for the server to answer before giving up on the
 connection (the server is then hung or gone: an infrastructure failure)."""
+FIRE_WAIT_S = 10.0
+"""Longest wait for a ``KILL QUERY`` being sent (its own connect and read timeouts bound it)."""
 
 
 class Session:
@@ -45,9 +47,12 @@ class Session:
 
 
 def run_statement(session: Session, sql: str, timeout: float, max_rows: int,
-                   killer: Killer) -> QueryResult:
+                   killer: Killer, settings: str = "") -> QueryResult:
     """Run ``sql`` on ``session`` with a server-side time limit, a KILL QUERY backstop and a
     client read deadline. SQL errors and timeouts come back as results.
+
+    ``settings`` (``"group_concat_max_len = 1024, ..."``) are set in the same ``SET`` as the
+    limit: one round trip for both.
 
     Raises:
         pymysql.err.MySQLError: the connection failed (the caller turns it into a typed error).
@@ -59,7 +64,7 @@ def run_statement(session: Session, sql: str, timeout: float, max_rows: int,
     limit = (f"SET SESSION max_statement_time = {timeout:.3f}" if session.flavor == "mariadb"
              else f"SET SESSION max_execution_time = {max(1, int(timeout * 1000))}")
     with conn.cursor() as cur:
-        cur.execute(limit)
+        cur.execute(f"{limit}, {settings}" if settings else limit)
     # pymysql reads the timeout attribute before each socket read, so it can change per call.
     conn._read_timeout = timeout + KILL_GRACE_S + READ_GRACE_S
     watchdog = killer.arm(session.thread_id, timeout + KILL_GRACE_S)
@@ -127,38 +132,81 @@ def absorb_kill(conn: Any) -> None:
 
 
 class Watchdog:
-    def __init__(self, timer: threading.Timer | None) -> None:
-        self._timer = timer
+    """One armed statement: :class:`Killer` sends ``KILL QUERY`` for it at its deadline unless disarmed."""
+
+    def __init__(self, killer: Killer, thread_id: int, deadline: float) -> None:
+        self._killer = killer
+        self.thread_id = thread_id
+        self.deadline = deadline
         self.fired = False
 
     def disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            # If the timer is running its KILL right now, wait for it (bounded by its own
-            # connect and read timeouts) so the kill cannot land on a later statement.
-            self._timer.join(timeout=10.0)
+        """Cancel the kill; if it is being sent right now, wait for it (bounded) so it cannot
+        land on a later statement."""
+        self._killer.disarm(self)
 
 
 class Killer:
-    """Sends ``KILL QUERY`` from its own admin connection when a statement overruns."""
+    """Sends ``KILL QUERY`` from its own admin connection when a statement overruns.
+
+    One long-lived thread waits for the earliest deadline of the armed statements. Arming and
+    disarming only touch a set under a lock: no thread is started or joined per statement
+    (a ``threading.Timer`` each time cost two thread switches a statement, 0.1-1 ms on a busy
+    2-core machine). The thread starts on the first arm and stops in :meth:`close`.
+    """
 
     def __init__(self, params: ConnectParams) -> None:
         self._params = params
         self._conn: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the kill connection
+        self._cond = threading.Condition()  # guards the fields below
+        self._armed: set[Watchdog] = set()
+        self._firing: Watchdog | None = None
+        self._wakes_at: float | None = None  # when the thread wakes up next; None: waits for an arm
+        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     def arm(self, thread_id: int, after: float) -> Watchdog:
-        watchdog = Watchdog(None)
-
-        def fire() -> None:
-            watchdog.fired = True
-            self.kill(thread_id, query_only=True)
-
-        timer = threading.Timer(after, fire)
-        timer.daemon = True  # never keeps the interpreter alive
-        watchdog._timer = timer
-        timer.start()
+        """Kill ``thread_id``'s statement ``after`` seconds from now unless disarmed first."""
+        watchdog = Watchdog(self, thread_id, time.monotonic() + after)
+        with self._cond:
+            self._armed.add(watchdog)
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(target=self._run, name="agentunit-gym-mysql-killer", daemon=True)
+                self._thread.start()
+            elif self._wakes_at is None or watchdog.deadline < self._wakes_at:
+                self._cond.notify()  # the thread sleeps past this deadline: wake it to recompute
         return watchdog
+
+    def disarm(self, watchdog: Watchdog) -> None:
+        deadline = time.monotonic() + FIRE_WAIT_S
+        with self._cond:
+            self._armed.discard(watchdog)
+            while self._firing is watchdog:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                due = min(self._armed, key=lambda w: w.deadline, default=None)
+                now = time.monotonic()
+                if due is None or due.deadline > now:
+                    self._wakes_at = None if due is None else due.deadline
+                    self._cond.wait(None if due is None else due.deadline - now)
+                    continue
+                self._armed.discard(due)
+                due.fired = True
+                self._firing = due
+                self._cond.release()
+                try:
+                    self.kill(due.thread_id, query_only=True)
+                finally:
+                    self._cond.acquire()
+                    self._firing = None
+                    self._cond.notify_all()
 
     def kill(self, thread_id: int, *, query_only: bool) -> bool:
         """KILL [QUERY] ``thread_id``; False when it could not be sent (server gone)."""
@@ -184,5 +232,13 @@ class Killer:
         close_quietly(conn)
 
     def close(self) -> None:
+        """Stop the thread (bounded wait) and close the kill connection. Idempotent."""
+        with self._cond:
+            self._stopped = True
+            self._armed.clear()
+            self._cond.notify_all()
+            thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=FIRE_WAIT_S)
         with self._lock:
             self._close()
