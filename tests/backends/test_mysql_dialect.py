@@ -198,7 +198,7 @@ def test_dialects() -> None:
     assert set(MYSQL8_SQL_MODE.split(",")) - set(MARIADB_SQL_MODE.split(",")) == {"STRICT_TRANS_TABLES"}
     assert Dialect(MARIADB_SQL_MODE, None).database_options == "CHARACTER SET utf8mb4"
     assert Dialect(MYSQL8_SQL_MODE, "utf8mb4_0900_ai_ci").session_statements() == [
-        f"SET SESSION sql_mode = '{MYSQL8_SQL_MODE}'", "SET SESSION group_concat_max_len = 1024",
+        f"SET SESSION sql_mode = '{MYSQL8_SQL_MODE}', group_concat_max_len = 1024",
         "SET NAMES utf8mb4 COLLATE utf8mb4_0900_ai_ci"]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,10 @@ from agentunit_gym.errors import (
 logger = logging.getLogger("agentunit_gym")
 
 __all__ = ["ADMIN_LOCK_WAIT_S", "MySQLBackend"]
+
+
+PING_IDLE_S = 1.0
+"""``open_episode`` pings its connections first only when they were idle this long."""
 
 
 def check_database_name(name: str) -> None:
@@ -119,7 +124,9 @@ class MySQLBackend(SQLBackend):
         self._closed = False
         self._dead = False
         self._generation = 0
-        self._admin: Any = None
+        self._admin: Any = None  # grading: reference SQL and table hashes, in the dialect's session
+        self._loader: Any = None  # creating and loading: strict mode, no time limit, set once
+        self._loader_used = 0.0  # when the loader last answered (time.monotonic())
         self._admin_db: str | None = None
         self._spares = spares
         self._pool: SparePool | None = None
@@ -139,6 +146,7 @@ class MySQLBackend(SQLBackend):
     # -- server lifecycle -------------------------------------------------------------
 
     def _connect_admin(self) -> None:
+        self._close_admin()
         self._admin = open_admin(self._params)
         self._admin_db = None
         with self._admin.cursor() as cur:
@@ -146,6 +154,12 @@ class MySQLBackend(SQLBackend):
             self.server_version = str(cur.fetchone()[0])
         self.flavor = "mariadb" if "mariadb" in self.server_version.lower() else "mysql"
         self.dialect = pick_dialect(self._admin, self.flavor)
+        self._loader = open_admin(self._params)
+        with self._loader.cursor() as cur:
+            # Strict while loading: the task's rows go in exactly or the task is refused.
+            limit = "max_statement_time" if self.flavor == "mariadb" else "max_execution_time"
+            cur.execute(f"SET SESSION {limit} = 0, sql_mode = '{MYSQL8_SQL_MODE}'")
+        self._loader_used = time.monotonic()
 
     def _start_pool(self) -> None:
         if self._spares:
@@ -176,10 +190,18 @@ class MySQLBackend(SQLBackend):
         self._dead = True
 
     def _recover(self) -> None:
-        """Make sure the server and the admin connection work, restarting what died."""
+        """Make sure the server and the admin connections work, restarting what died.
+
+        The check is a ping of the loader, skipped when it answered less than
+        :data:`PING_IDLE_S` ago (back-to-back episodes): a connection lost within that window
+        fails this ``open_episode`` with a :class:`BackendError`, and the next one recovers.
+        """
         pymysql = load_pymysql()
-        if not self._dead and self._admin is not None:
+        if not self._dead and self._admin is not None and self._loader is not None:
+            if time.monotonic() - self._loader_used < PING_IDLE_S:
+                return
             try:
+                self._loader.ping(reconnect=False)
                 self._admin.ping(reconnect=False)
                 return
             except pymysql.err.MySQLError:
@@ -208,7 +230,9 @@ class MySQLBackend(SQLBackend):
 
     def _close_admin(self) -> None:
         admin, self._admin = self._admin, None
+        loader, self._loader = self._loader, None
         close_quietly(admin)
+        close_quietly(loader)
 
     @property
     def container_name(self) -> str | None:
@@ -274,20 +298,20 @@ class MySQLBackend(SQLBackend):
             name = database if database is not None else (account.database if account else unique_database_name())
             created_db = False
             try:
-                with self._admin.cursor() as cur:
-                    # Strict while loading: the task's rows go in exactly or the task is refused.
-                    limit = "max_statement_time" if self.flavor == "mariadb" else "max_execution_time"
-                    cur.execute(f"SET SESSION {limit} = 0, sql_mode = '{MYSQL8_SQL_MODE}'")
+                with self._loader.cursor() as cur:
                     if account is None or account.database != name:
                         self._create_database(cur, name)
                         created_db = True
                     for table in tables:
                         self._create_table(cur, name, table)
                     if account is None:
-                        account = create_account(self._admin, self._params, self.dialect, name, create_database=False)
+                        account = create_account(self._loader, self._params, self.dialect, name,
+                                                 create_database=False)
                     elif account.database != name:
                         self._move_account(cur, account, name)
             except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
+                if isinstance(exc, pymysql.err.MySQLError) and is_connection_error(exc):
+                    self._close_admin()  # the next open_episode reconnects (or restarts the server)
                 self._undo(account, name if created_db else None)
                 if isinstance(exc, pymysql.err.MySQLError) and not is_connection_error(exc):
                     raise ConfigError(f"the server rejected the tables of episode {name!r}: {format_error(exc)}") \
@@ -297,6 +321,7 @@ class MySQLBackend(SQLBackend):
             except BaseException:
                 self._undo(account, name if created_db else None)
                 raise
+            self._loader_used = time.monotonic()
             episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor), self._generation,
                                    account.params)
             self._episodes[name] = episode
@@ -326,7 +351,7 @@ class MySQLBackend(SQLBackend):
         if self._pool is not None:
             self._pool.drop_later(None, [spare_database])
         else:
-            drop_account(self._admin, None, [spare_database])
+            drop_account(self._loader, None, [spare_database])
 
     @staticmethod
     def _create_table(cur: Any, database: str, table: TableData) -> None:
@@ -342,8 +367,12 @@ class MySQLBackend(SQLBackend):
         databases = [name for name in (account.database if account else None, created) if name is not None]
         if account is not None:
             close_quietly(account.conn)
+        if self._loader is None:
+            logger.warning("could not clean up half-created episode databases %s: the connection was lost",
+                           ", ".join(databases))
+            return
         try:
-            drop_account(self._admin, account.account if account else None, list(dict.fromkeys(databases)))
+            drop_account(self._loader, account.account if account else None, list(dict.fromkeys(databases)))
         except load_pymysql().err.MySQLError:
             logger.warning("could not clean up half-created episode databases %s", ", ".join(databases))
 
@@ -357,15 +386,19 @@ class MySQLBackend(SQLBackend):
         with self._lock:
             if self._episodes.get(episode.name) is episode:
                 del self._episodes[episode.name]
-            if episode._generation != self._generation or self._admin is None:
+            if episode._generation != self._generation:
                 return  # its server was replaced: nothing left to drop
             if self._admin_db == episode.name:
                 self._admin_db = None  # the admin's default database is about to go
             if self._pool is not None:
                 self._pool.drop_later(None, [episode.name], user=episode.user)
                 return
+            if self._loader is None:
+                logger.warning("could not drop episode database %r: the connection to %s was lost", episode.name,
+                               self._server.describe())
+                return
             try:
-                drop_account(self._admin, episode.user, [episode.name])
+                drop_account(self._loader, episode.user, [episode.name])
             except pymysql.err.MySQLError as exc:
                 if not is_connection_error(exc):
                     raise BackendError(f"dropping episode database {episode.name!r} failed: {exc}") from exc

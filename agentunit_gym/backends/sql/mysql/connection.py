@@ -82,8 +82,12 @@ def parse_dsn(dsn: str) -> ConnectParams:
 
 
 def connect(params: ConnectParams, *, database: str | None = None, connect_timeout: float = 5.0,
-            read_timeout: float | None = None) -> Any:
+            read_timeout: float | None = None, collation: str | None = None,
+            init_command: str | None = None) -> Any:
     """Open a pymysql connection: autocommit, utf8mb4, SSL off, one statement per call.
+
+    ``collation`` goes into the ``SET NAMES`` pymysql sends on every connect, and
+    ``init_command`` runs right after it: a session set up in the login's own round trips.
 
     Raises:
         MissingDependencyError: pymysql is not installed.
@@ -95,7 +99,8 @@ def connect(params: ConnectParams, *, database: str | None = None, connect_timeo
             user=params.user, password=params.password, host=params.host, port=params.port,
             unix_socket=params.unix_socket, database=database, charset="utf8mb4", autocommit=True,
             ssl_disabled=True, local_infile=False, connect_timeout=connect_timeout,
-            read_timeout=read_timeout, write_timeout=read_timeout,
+            read_timeout=read_timeout, write_timeout=read_timeout, collation=collation,
+            init_command=init_command,
         )
     except pymysql.err.MySQLError as exc:
         raise BackendUnavailableError(

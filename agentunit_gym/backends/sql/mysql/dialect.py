@@ -39,10 +39,14 @@ class Dialect:
     collation: str | None
     """None when the server has no collation close to MySQL 8's (it keeps its own)."""
 
+    @property
+    def init_command(self) -> str:
+        """The settings but the collation, in one statement (a connection's ``init_command``)."""
+        return f"SET SESSION sql_mode = '{self.sql_mode}', group_concat_max_len = {MYSQL8_GROUP_CONCAT_MAX_LEN}"
+
     def session_statements(self) -> list[str]:
         """The statements that set a fresh session up."""
-        statements = [f"SET SESSION sql_mode = '{self.sql_mode}'",
-                      f"SET SESSION group_concat_max_len = {MYSQL8_GROUP_CONCAT_MAX_LEN}"]
+        statements = [self.init_command]
         if self.collation is not None:
             statements.append(f"SET NAMES utf8mb4 COLLATE {self.collation}")
         return statements
