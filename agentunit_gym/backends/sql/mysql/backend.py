@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from agentunit_gym.backends.sql.base import QueryResult, SQLBackend, TableData
@@ -298,7 +299,7 @@ class MySQLBackend(SQLBackend):
             name = database if database is not None else (account.database if account else unique_database_name())
             created_db = False
             try:
-                with self._loader.cursor() as cur:
+                with self._loading(), self._loader.cursor() as cur:
                     if account is None or account.database != name:
                         self._create_database(cur, name)
                         created_db = True
@@ -326,6 +327,9 @@ class MySQLBackend(SQLBackend):
                                    account.params)
             self._episodes[name] = episode
             return episode
+
+    def _loading(self) -> AbstractContextManager[None]:
+        return self._pool.loading() if self._pool is not None else nullcontext()
 
     def _create_database(self, cur: Any, name: str) -> None:
         try:

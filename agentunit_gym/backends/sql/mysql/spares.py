@@ -21,9 +21,10 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -45,6 +46,8 @@ CLOSE_WAIT_S = 30.0
 """Longest wait, on close, for the worker's queued drops and spares."""
 ADMIN_LOCK_WAIT_S = 5
 """Seconds an admin session waits for a lock the agent holds before its statement fails."""
+QUIET_WAIT_S = 0.25
+"""Longest the worker holds back while the caller loads an episode's tables."""
 FRESH_S = 30.0
 """A spare older than this is pinged before use (the server may have dropped an idle login)."""
 
@@ -179,6 +182,8 @@ class SparePool:
         self._pending: set[Future[Any]] = set()
         self._late: list[Future[Account]] = []  # spares whose taker gave up waiting
         self._closed = False
+        self._quiet = threading.Event()  # clear while the caller loads an episode's tables
+        self._quiet.set()
         self._admin: Any = None  # the worker thread's own connection, used on that thread only
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentunit-gym-mysql-spares")
         self._fill()
@@ -224,6 +229,16 @@ class SparePool:
             for database in databases:
                 self._drops[database] = future
         future.add_done_callback(lambda done: self._forget_drop(done, databases))
+
+    @contextmanager
+    def loading(self) -> Iterator[None]:
+        """Around the caller's table loading: the worker starts no statement meanwhile (for at
+        most :data:`QUIET_WAIT_S`)."""
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._quiet.set()
 
     def wait_dropped(self, database: str) -> None:
         """Wait (at most :data:`SPARE_WAIT_S`) until a queued drop of ``database`` has run, so
@@ -334,6 +349,9 @@ class SparePool:
     def _with_admin(self, fn: Callable[[Any], _T]) -> _T:
         """Run ``fn`` on the worker's admin connection, opened again first if it went stale
         (the ping costs nothing here: the worker is off the critical path)."""
+        # DDL on the server is largely serialised (the data dictionary): let the caller's
+        # table loading go first, for a bounded time.
+        self._quiet.wait(QUIET_WAIT_S)
         pymysql = load_pymysql()
         if self._admin is not None:
             try:
