@@ -234,3 +234,20 @@ class _Conn:
 ])
 def test_a_commit_is_sent_only_when_a_transaction_may_be_open(status: int | None, expected: bool) -> None:
     assert needs_commit(_Conn(status)) is expected
+
+
+@pytest.mark.docker
+def test_with_autocommit_off_a_read_is_committed_too(mysql: MySQLBackend) -> None:
+    # A SELECT opens a snapshot; left open, the agent would not see the grader's later change.
+    db = mysql.open_episode([T])
+    try:
+        assert db.execute("SET autocommit = 0").ok
+        assert db.execute("SELECT b FROM t WHERE a = '1'").rows == (("x",),)
+        assert db.admin_query("UPDATE t SET b = 'changed' WHERE a = '1'").ok
+        assert db.execute("SELECT b FROM t WHERE a = '1'").rows == (("changed",),)
+        assert db.execute("START TRANSACTION").ok
+        assert db.execute("SELECT b FROM t WHERE a = '2'").ok
+        assert db.admin_query("UPDATE t SET b = 'again' WHERE a = '1'").ok
+        assert db.execute("SELECT b FROM t WHERE a = '1'").rows == (("again",),)
+    finally:
+        db.close()
