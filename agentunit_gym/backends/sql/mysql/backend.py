@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -27,6 +27,7 @@ from agentunit_gym.backends.sql.mysql.connection import (
     is_connection_error,
     load_pymysql,
     parse_dsn,
+    run_batch,
 )
 from agentunit_gym.backends.sql.mysql.dialect import (
     MARIADB_SQL_MODE,
@@ -62,8 +63,25 @@ logger = logging.getLogger("agentunit_gym")
 __all__ = ["ADMIN_LOCK_WAIT_S", "MySQLBackend"]
 
 
+BATCH_CHARS = 1_000_000
+"""Statements sent in one round trip add up to at most this many characters (a single longer
+one goes alone), well under the server's ``max_allowed_packet`` (16 MiB by default)."""
 PING_IDLE_S = 1.0
 """``open_episode`` pings its connections first only when they were idle this long."""
+
+
+def _batches(statements: list[str]) -> Iterator[list[str]]:
+    """``statements`` in consecutive groups of at most :data:`BATCH_CHARS` characters."""
+    batch: list[str] = []
+    size = 0
+    for statement in statements:
+        if batch and size + len(statement) > BATCH_CHARS:
+            yield batch
+            batch, size = [], 0
+        batch.append(statement)
+        size += len(statement) + 2
+    if batch:
+        yield batch
 
 
 def check_database_name(name: str) -> None:
@@ -155,7 +173,7 @@ class MySQLBackend(SQLBackend):
             self.server_version = str(cur.fetchone()[0])
         self.flavor = "mariadb" if "mariadb" in self.server_version.lower() else "mysql"
         self.dialect = pick_dialect(self._admin, self.flavor)
-        self._loader = open_admin(self._params)
+        self._loader = open_admin(self._params, multi_statements=True)
         with self._loader.cursor() as cur:
             # Strict while loading: the task's rows go in exactly or the task is refused.
             limit = "max_statement_time" if self.flavor == "mariadb" else "max_execution_time"
@@ -297,19 +315,39 @@ class MySQLBackend(SQLBackend):
             if database is not None and self._pool is not None:
                 self._pool.wait_dropped(database)  # the same name, reopened right after its episode closed
             name = database if database is not None else (account.database if account else unique_database_name())
+            spare_database = account.database if account is not None else None
             created_db = False
             try:
-                with self._loading(), self._loader.cursor() as cur:
-                    if account is None or account.database != name:
-                        self._create_database(cur, name)
-                        created_db = True
-                    for table in tables:
-                        self._create_table(cur, name, table)
+                with self._loading():
+                    # One round trip for the lot when it is small (as it usually is): the
+                    # database unless the spare brought it, the tables and rows, and for a
+                    # named database the spare user's grant moved onto it.
+                    statements = [] if spare_database == name else [
+                        f"CREATE DATABASE {quote_mysql_identifier(name)} {self.dialect.database_options}"]
+                    statements += self._load_statements(name, tables)
+                    if account is not None and spare_database != name:
+                        statements += self._move_statements(account, name)
+                    try:
+                        for batch in _batches(statements):
+                            run_batch(self._loader, batch)
+                    except pymysql.err.MySQLError as exc:
+                        if spare_database != name and error_code(exc) == ER_DB_CREATE_EXISTS:
+                            raise BackendError(
+                                f"a database named {name!r} already exists on {self._server.describe()}: another "
+                                "episode uses it, or an earlier run left it behind. Close that episode, drop the "
+                                "database, or let the backend pick a unique name."
+                            ) from exc
+                        created_db = spare_database != name  # as far as the batch got: dropped IF EXISTS
+                        raise
+                    created_db = spare_database != name
                     if account is None:
                         account = create_account(self._loader, self._params, self.dialect, name,
                                                  create_database=False)
-                    elif account.database != name:
-                        self._move_account(cur, account, name)
+                    elif spare_database != name:
+                        account.conn.select_db(name)
+                        account.database = name
+                        if self._pool is not None and spare_database is not None:
+                            self._pool.drop_later(None, [spare_database])
             except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
                 if isinstance(exc, pymysql.err.MySQLError) and is_connection_error(exc):
                     self._close_admin()  # the next open_episode reconnects (or restarts the server)
@@ -331,39 +369,33 @@ class MySQLBackend(SQLBackend):
     def _loading(self) -> AbstractContextManager[None]:
         return self._pool.loading() if self._pool is not None else nullcontext()
 
-    def _create_database(self, cur: Any, name: str) -> None:
-        try:
-            cur.execute(f"CREATE DATABASE {quote_mysql_identifier(name)} {self.dialect.database_options}")
-        except load_pymysql().err.MySQLError as exc:
-            if error_code(exc) == ER_DB_CREATE_EXISTS:
-                raise BackendError(
-                    f"a database named {name!r} already exists on {self._server.describe()}: another "
-                    "episode uses it, or an earlier run left it behind. Close that episode, drop the "
-                    "database, or let the backend pick a unique name."
-                ) from exc
-            raise
-
-    def _move_account(self, cur: Any, account: Account, name: str) -> None:
-        """Give a spare's user the named database instead of its own (a task that names its
-        database): the grant moves, the connection follows, the spare's database goes."""
-        spare_database = account.database
-        cur.execute(f"REVOKE ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(spare_database))}.* "
-                    f"FROM {account.account}")
-        account.database = name
-        cur.execute(f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(name))}.* TO {account.account}")
-        account.conn.select_db(name)
-        if self._pool is not None:
-            self._pool.drop_later(None, [spare_database])
-        else:
-            drop_account(self._loader, None, [spare_database])
+    def _load_statements(self, database: str, tables: Sequence[TableData]) -> list[str]:
+        """``CREATE TABLE`` and one multi-row ``INSERT`` (of at most :data:`BATCH_CHARS`) per table."""
+        statements = []
+        for table in tables:
+            create, insert = table_statements(table, quote_mysql_identifier, "%s", database=database)
+            statements.append(create)
+            prefix = insert[:insert.rindex(" VALUES (")] + " VALUES "
+            values: list[str] = []
+            size = len(prefix)
+            for row in table.rows:
+                value = self._loader.escape(tuple(row))
+                if values and size + len(value) + 1 > BATCH_CHARS:
+                    statements.append(prefix + ",".join(values))
+                    values, size = [], len(prefix)
+                values.append(value)
+                size += len(value) + 1
+            if values:
+                statements.append(prefix + ",".join(values))
+        return statements
 
     @staticmethod
-    def _create_table(cur: Any, database: str, table: TableData) -> None:
-        create, insert = table_statements(table, quote_mysql_identifier, "%s", database=database)
-        cur.execute(create)
-        if table.rows:
-            # pymysql folds executemany of an INSERT ... VALUES into multi-row statements.
-            cur.executemany(insert, table.rows)
+    def _move_statements(account: Account, name: str) -> list[str]:
+        """Give a spare's user the named database instead of its own (a task that names its
+        database): the grant moves; the caller switches the connection and drops the spare's."""
+        return [f"REVOKE ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(account.database))}.* "
+                f"FROM {account.account}",
+                f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(name))}.* TO {account.account}"]
 
     def _undo(self, account: Account | None, created: str | None) -> None:
         """Best-effort cleanup of a half-created episode: its account (and the spare's own

@@ -7,6 +7,7 @@ machine's socket or loopback in the default setup.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -83,11 +84,13 @@ def parse_dsn(dsn: str) -> ConnectParams:
 
 def connect(params: ConnectParams, *, database: str | None = None, connect_timeout: float = 5.0,
             read_timeout: float | None = None, collation: str | None = None,
-            init_command: str | None = None) -> Any:
+            init_command: str | None = None, multi_statements: bool = False) -> Any:
     """Open a pymysql connection: autocommit, utf8mb4, SSL off, one statement per call.
 
     ``collation`` goes into the ``SET NAMES`` pymysql sends on every connect, and
     ``init_command`` runs right after it: a session set up in the login's own round trips.
+    ``multi_statements`` lets one call carry several statements (:func:`run_batch`): for
+    the admin side's own SQL only, never for a connection that runs the agent's or a task's.
 
     Raises:
         MissingDependencyError: pymysql is not installed.
@@ -101,6 +104,7 @@ def connect(params: ConnectParams, *, database: str | None = None, connect_timeo
             ssl_disabled=True, local_infile=False, connect_timeout=connect_timeout,
             read_timeout=read_timeout, write_timeout=read_timeout, collation=collation,
             init_command=init_command,
+            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS if multi_statements else 0,
         )
     except pymysql.err.MySQLError as exc:
         raise BackendUnavailableError(
@@ -136,3 +140,19 @@ def close_quietly(conn: Any) -> None:
         conn.close()
     except Exception:  # noqa: BLE001 - the connection is being discarded either way
         pass
+
+
+def run_batch(conn: Any, statements: Sequence[str]) -> None:
+    """Run ``statements`` in one round trip on a ``multi_statements`` connection.
+
+    The server stops at the first failing statement; its error is raised here.
+
+    Raises:
+        pymysql.err.MySQLError: a statement failed, or the connection did.
+    """
+    if not statements:
+        return
+    with conn.cursor() as cur:
+        cur.execute(";\n".join(statements))
+        while cur.nextset():
+            pass

@@ -30,10 +30,14 @@ from typing import Any, TypeVar
 
 from agentunit_gym.backends.sql.hashing import quote_mysql_identifier
 from agentunit_gym.backends.sql.mysql.connection import (
+    ER_DB_CREATE_EXISTS,
     ConnectParams,
     close_quietly,
     connect,
+    error_code,
+    is_connection_error,
     load_pymysql,
+    run_batch,
 )
 from agentunit_gym.backends.sql.mysql.dialect import Dialect
 from agentunit_gym.errors import BackendUnavailableError
@@ -64,13 +68,13 @@ def unique_database_name() -> str:
     return f"agentunit_ep_{uuid.uuid4().hex[:12]}"
 
 
-def open_admin(params: ConnectParams) -> Any:
+def open_admin(params: ConnectParams, *, multi_statements: bool = False) -> Any:
     """An admin connection whose statements fail fast on a lock the agent holds.
 
     Raises:
         BackendUnavailableError: the server cannot be reached.
     """
-    conn = connect(params, read_timeout=120.0)
+    conn = connect(params, read_timeout=120.0, multi_statements=multi_statements)
     try:
         with conn.cursor() as cur:
             # If the agent holds a lock (LOCK TABLES, an open transaction), grading and
@@ -102,7 +106,8 @@ def create_account(admin: Any, params: ConnectParams, dialect: Dialect, database
     """A new user with every privilege on ``database`` only, and its connection into it.
 
     Args:
-        admin: the admin connection to create them on (of the calling thread).
+        admin: the admin connection to create them on (of the calling thread, with
+            ``multi_statements``: one round trip for the three statements).
         params: the admin's connect parameters (host or socket; user and password replaced).
         dialect: the session settings for the user's connection.
         database: the database; created here (empty) when ``create_database``.
@@ -115,22 +120,21 @@ def create_account(admin: Any, params: ConnectParams, dialect: Dialect, database
     user = f"au_{uuid.uuid4().hex[:16]}"
     password = secrets.token_hex(16)
     account = f"'{user}'@'{params.account_host}'"
-    created_db = created_user = False
+    statements = [f"CREATE DATABASE {quote_mysql_identifier(database)} {dialect.database_options}"] \
+        if create_database else []
+    # Inlined, not a %s parameter: the account's host may be '%', which pymysql's formatting
+    # would read as a placeholder. The password is hex.
+    statements += [f"CREATE USER {account} IDENTIFIED BY '{password}'",
+                   f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(database))}.* TO {account}"]
     try:
-        with admin.cursor() as cur:
-            if create_database:
-                cur.execute(f"CREATE DATABASE {quote_mysql_identifier(database)} {dialect.database_options}")
-                created_db = True
-            # Inlined, not a %s parameter: the account's host may be '%', which pymysql's
-            # formatting would read as a placeholder. The password is hex.
-            cur.execute(f"CREATE USER {account} IDENTIFIED BY '{password}'")
-            created_user = True
-            cur.execute(f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(database))}.* TO {account}")
+        run_batch(admin, statements)
         user_params = replace(params, user=user, password=password)
         conn = agent_connection(user_params, database, dialect)
-    except BaseException:
+    except BaseException as exc:
+        # Both IF EXISTS: whatever the batch got to. A database that already existed is not ours.
+        existed = isinstance(exc, load_pymysql().err.MySQLError) and error_code(exc) == ER_DB_CREATE_EXISTS
         try:
-            drop_account(admin, account if created_user else None, [database] if created_db else [])
+            drop_account(admin, account, [database] if create_database and not existed else [])
         except load_pymysql().err.MySQLError:
             logger.warning("could not clean up the half-created episode account %s (database %r)", account, database)
         raise
@@ -149,16 +153,14 @@ def agent_connection(params: ConnectParams, database: str, dialect: Dialect) -> 
 
 
 def drop_account(admin: Any, account: str | None, databases: Iterable[str]) -> None:
-    """Drop the user first (once it is gone nobody but us reaches the databases), then them.
+    """Drop the user first (once it is gone nobody but us reaches the databases), then them,
+    in one round trip on the ``multi_statements`` connection ``admin``.
 
     Raises:
         pymysql.err.MySQLError: a statement failed.
     """
-    with admin.cursor() as cur:
-        if account is not None:
-            cur.execute(f"DROP USER IF EXISTS {account}")
-        for database in databases:
-            cur.execute(f"DROP DATABASE IF EXISTS {quote_mysql_identifier(database)}")
+    statements = [f"DROP USER IF EXISTS {account}"] if account is not None else []
+    run_batch(admin, statements + [f"DROP DATABASE IF EXISTS {quote_mysql_identifier(d)}" for d in databases])
 
 
 class SparePool:
@@ -185,6 +187,7 @@ class SparePool:
         self._quiet = threading.Event()  # clear while the caller loads an episode's tables
         self._quiet.set()
         self._admin: Any = None  # the worker thread's own connection, used on that thread only
+        self._admin_used = 0.0
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentunit-gym-mysql-spares")
         self._fill()
 
@@ -347,21 +350,29 @@ class SparePool:
                 self._submit(self._drop, account.account, [account.database], closing=True)
 
     def _with_admin(self, fn: Callable[[Any], _T]) -> _T:
-        """Run ``fn`` on the worker's admin connection, opened again first if it went stale
-        (the ping costs nothing here: the worker is off the critical path)."""
+        """Run ``fn`` on the worker's admin connection (pinged first after :data:`FRESH_S` idle;
+        opened again after a connection error)."""
         # DDL on the server is largely serialised (the data dictionary): let the caller's
         # table loading go first, for a bounded time.
         self._quiet.wait(QUIET_WAIT_S)
         pymysql = load_pymysql()
-        if self._admin is not None:
+        if self._admin is not None and time.monotonic() - self._admin_used > FRESH_S:
             try:
                 self._admin.ping(reconnect=False)
             except pymysql.err.MySQLError:
                 close_quietly(self._admin)
                 self._admin = None
         if self._admin is None:
-            self._admin = open_admin(self._params)
-        return fn(self._admin)
+            self._admin = open_admin(self._params, multi_statements=True)
+        try:
+            result = fn(self._admin)
+        except pymysql.err.MySQLError as exc:
+            if is_connection_error(exc):
+                close_quietly(self._admin)
+                self._admin = None  # the next task opens a new one
+            raise
+        self._admin_used = time.monotonic()
+        return result
 
     def _make(self) -> Account:
         return self._with_admin(lambda admin: create_account(admin, self._params, self._dialect,
