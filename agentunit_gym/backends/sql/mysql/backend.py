@@ -12,12 +12,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from agentunit_gym.backends.sql.base import QueryResult, SQLBackend, TableData
-from agentunit_gym.backends.sql.hashing import check_tables, quote_mysql_identifier, table_statements
+from agentunit_gym.backends.sql.hashing import (
+    AGENTBENCH_GROUP_CONCAT_MAX_LEN,
+    HASH_TIMEOUT_S,
+    check_tables,
+    quote_mysql_identifier,
+    table_statements,
+)
 from agentunit_gym.backends.sql.mysql.connection import (
     ER_DB_CREATE_EXISTS,
     ConnectParams,
@@ -31,9 +37,9 @@ from agentunit_gym.backends.sql.mysql.connection import (
 )
 from agentunit_gym.backends.sql.mysql.dialect import (
     MARIADB_SQL_MODE,
-    MYSQL8_GROUP_CONCAT_MAX_LEN,
     MYSQL8_SQL_MODE,
     Dialect,
+    apply_dialect,
     pick_dialect,
 )
 from agentunit_gym.backends.sql.mysql.episode import MySQLEpisode
@@ -145,6 +151,7 @@ class MySQLBackend(SQLBackend):
         self._generation = 0
         self._admin: Any = None  # grading: reference SQL and table hashes, in the dialect's session
         self._loader: Any = None  # creating and loading: strict mode, no time limit, set once
+        self._hasher: Any = None  # table hashes: the hash's time limit and GROUP_CONCAT length, set once
         self._loader_used = 0.0  # when the loader last answered (time.monotonic())
         self._admin_db: str | None = None
         self._spares = spares
@@ -173,6 +180,13 @@ class MySQLBackend(SQLBackend):
             self.server_version = str(cur.fetchone()[0])
         self.flavor = "mariadb" if "mariadb" in self.server_version.lower() else "mysql"
         self.dialect = pick_dialect(self._admin, self.flavor)
+        self._hasher = open_admin(self._params)
+        apply_dialect(self._hasher, self.dialect)
+        limit = (f"max_statement_time = {HASH_TIMEOUT_S:.3f}" if self.flavor == "mariadb"
+                 else f"max_execution_time = {int(HASH_TIMEOUT_S * 1000)}")
+        with self._hasher.cursor() as cur:
+            # Only ever runs the hash query: its settings hold, no SET per hash.
+            cur.execute(f"SET SESSION {limit}, group_concat_max_len = {AGENTBENCH_GROUP_CONCAT_MAX_LEN}")
         self._loader = open_admin(self._params, multi_statements=True)
         with self._loader.cursor() as cur:
             # Strict while loading: the task's rows go in exactly or the task is refused.
@@ -248,10 +262,9 @@ class MySQLBackend(SQLBackend):
         self._start_pool()
 
     def _close_admin(self) -> None:
-        admin, self._admin = self._admin, None
-        loader, self._loader = self._loader, None
-        close_quietly(admin)
-        close_quietly(loader)
+        for conn in (self._admin, self._loader, self._hasher):
+            close_quietly(conn)
+        self._admin = self._loader = self._hasher = None
 
     @property
     def container_name(self) -> str | None:
@@ -444,38 +457,52 @@ class MySQLBackend(SQLBackend):
                 logger.warning("could not drop episode database %r (%s): %s", episode.name,
                                self._server.describe(), exc)
 
-    def admin_run(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int, *,
-                  group_concat_max_len: int | None = None) -> QueryResult:
+    def admin_run(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int) -> QueryResult:
         """Run ``sql`` with full rights for ``episode`` (its database the default one).
-
-        With ``group_concat_max_len`` (the table hash, whose SQL names its database) the
-        setting holds for this statement and no ``USE`` is needed.
 
         Raises:
             BackendError: the server or the admin connection failed.
         """
-        pymysql = load_pymysql()
         with self._lock:
-            if self._dead or self._admin is None or episode._generation != self._generation:
-                raise BackendError(f"{self._server.describe()} of episode {episode.name!r} is gone; "
-                                   "open a new episode")
-            try:
-                if group_concat_max_len is None and self._admin_db != episode.name:
-                    self._admin.select_db(episode.name)
-                    self._admin_db = episode.name
-                # Every run sets what it needs in one SET with its time limit: loading the
-                # tables left strict mode on, a hash the AgentBench length.
-                length = MYSQL8_GROUP_CONCAT_MAX_LEN if group_concat_max_len is None else int(group_concat_max_len)
-                settings = f"group_concat_max_len = {length}, sql_mode = '{self.dialect.sql_mode}'"
-                return run_statement(Session(self._admin, self.flavor), sql, timeout, max_rows, self.killer, settings)
-            except pymysql.err.MySQLError as exc:
-                if not is_connection_error(exc):
-                    raise BackendError(f"admin query on episode {episode.name!r} failed: {exc}") from exc
-                self._close_admin()
-                if not self._server.alive():
-                    self._dead = True
-                raise BackendError(f"lost the admin connection to {self._server.describe()} ({exc}); "
-                                   "open a new episode to recover") from exc
+            self._check_generation(episode)
+            return self._on_admin(episode, lambda: self._admin_statement(episode, sql, timeout, max_rows))
+
+    def hash_run(self, episode: MySQLEpisode, sql: str) -> QueryResult:
+        """Run the table hash query ``sql`` (which names its database) on the hashing session,
+        whose time limit and ``group_concat_max_len`` were set once when it connected.
+
+        Raises:
+            BackendError: the server or the connection failed.
+        """
+        with self._lock:
+            self._check_generation(episode)
+            hasher = self._hasher
+            return self._on_admin(episode, lambda: run_statement(Session(hasher, self.flavor), sql, HASH_TIMEOUT_S, 1,
+                                                                 self.killer, set_limit=False))
+
+    def _admin_statement(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int) -> QueryResult:
+        if self._admin_db != episode.name:
+            self._admin.select_db(episode.name)
+            self._admin_db = episode.name
+        return run_statement(Session(self._admin, self.flavor), sql, timeout, max_rows, self.killer)
+
+    def _check_generation(self, episode: MySQLEpisode) -> None:
+        if self._dead or self._admin is None or episode._generation != self._generation:
+            raise BackendError(f"{self._server.describe()} of episode {episode.name!r} is gone; open a new episode")
+
+    def _on_admin(self, episode: MySQLEpisode, run: Callable[[], QueryResult]) -> QueryResult:
+        """``run()``, its connection failures turned into typed errors (and the server checked)."""
+        pymysql = load_pymysql()
+        try:
+            return run()
+        except pymysql.err.MySQLError as exc:
+            if not is_connection_error(exc):
+                raise BackendError(f"admin query on episode {episode.name!r} failed: {exc}") from exc
+            self._close_admin()
+            if not self._server.alive():
+                self._dead = True
+            raise BackendError(f"lost the admin connection to {self._server.describe()} ({exc}); "
+                               "open a new episode to recover") from exc
 
     def close(self) -> None:
         """Drop every open episode and the spares, close connections, remove the container we

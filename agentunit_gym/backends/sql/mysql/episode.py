@@ -7,12 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentunit_gym.backends.sql.base import EpisodeDatabase, QueryResult
-from agentunit_gym.backends.sql.hashing import (
-    AGENTBENCH_GROUP_CONCAT_MAX_LEN,
-    HASH_TIMEOUT_S,
-    hash_from_result,
-    mysql_table_hash_sql,
-)
+from agentunit_gym.backends.sql.hashing import hash_from_result, mysql_table_hash_sql
 from agentunit_gym.backends.sql.mysql.connection import (
     ER_CONNECTION_KILLED,
     ConnectParams,
@@ -46,10 +41,11 @@ class EpisodeHost(Protocol):
     def agent_connection(self, params: ConnectParams, database: str) -> Any:
         """A new connection as the episode's user, set up as MySQL 8's sessions are."""
 
-    def admin_run(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int, *,
-                  group_concat_max_len: int | None = None) -> QueryResult:
-        """``sql`` on the admin connection, the episode's database the default one (or qualified
-        names, when ``group_concat_max_len`` asks for the hash's setting)."""
+    def admin_run(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int) -> QueryResult:
+        """``sql`` on the admin connection, the episode's database the default one."""
+
+    def hash_run(self, episode: MySQLEpisode, sql: str) -> QueryResult:
+        """The table hash query (qualified names) on the session set up for it."""
 
     def drop_episode(self, episode: MySQLEpisode) -> None:
         """Forget the episode and drop its user and database (now or on the background worker)."""
@@ -195,9 +191,9 @@ class MySQLEpisode(EpisodeDatabase):
             BackendError: the server failed or the hash query timed out.
         """
         sql = mysql_table_hash_sql(self.name, table, columns)
-        result = self._backend.admin_run(self, sql, HASH_TIMEOUT_S, 1,
-                                         group_concat_max_len=AGENTBENCH_GROUP_CONCAT_MAX_LEN)
-        return hash_from_result(result, table, self.name)
+        if self._closed:
+            raise EpisodeStateError(f"episode database {self.name!r} is closed; open a new episode")
+        return hash_from_result(self._backend.hash_run(self, sql), table, self.name)
 
     def close(self) -> None:
         """Close the agent's connection, drop the episode's user and database. Idempotent."""

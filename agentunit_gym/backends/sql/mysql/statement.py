@@ -47,12 +47,13 @@ class Session:
 
 
 def run_statement(session: Session, sql: str, timeout: float, max_rows: int,
-                   killer: Killer, settings: str = "") -> QueryResult:
+                   killer: Killer, settings: str = "", *, set_limit: bool = True) -> QueryResult:
     """Run ``sql`` on ``session`` with a server-side time limit, a KILL QUERY backstop and a
     client read deadline. SQL errors and timeouts come back as results.
 
     ``settings`` (``"group_concat_max_len = 1024, ..."``) are set in the same ``SET`` as the
-    limit: one round trip for both.
+    limit: one round trip for both. ``set_limit=False`` skips that ``SET`` for a session of
+    ours whose limit was set once and that runs nothing else (the watchdog still applies).
 
     Raises:
         pymysql.err.MySQLError: the connection failed (the caller turns it into a typed error).
@@ -63,8 +64,9 @@ def run_statement(session: Session, sql: str, timeout: float, max_rows: int,
     # Set before every statement: the agent may have changed its session's limit.
     limit = (f"SET SESSION max_statement_time = {timeout:.3f}" if session.flavor == "mariadb"
              else f"SET SESSION max_execution_time = {max(1, int(timeout * 1000))}")
-    with conn.cursor() as cur:
-        cur.execute(f"{limit}, {settings}" if settings else limit)
+    if set_limit:
+        with conn.cursor() as cur:
+            cur.execute(f"{limit}, {settings}" if settings else limit)
     # pymysql reads the timeout attribute before each socket read, so it can change per call.
     conn._read_timeout = timeout + KILL_GRACE_S + READ_GRACE_S
     watchdog = killer.arm(session.thread_id, timeout + KILL_GRACE_S)
