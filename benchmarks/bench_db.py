@@ -26,10 +26,13 @@ are ratios of p50s: shared baseline / mysql (target >= 1.0: our isolated episode
 fast as the bare harness) and server-per-episode baseline / mysql (target >= 10x); the
 spread of the per-round ratio is reported too. ``throughput`` compares the wall time of all
 of a variant's episodes, the worker's drops included (``settle`` at the end of each round).
+The ``_paused`` variants of mysql and the shared baseline leave ``--pause-ms`` (untimed)
+between episodes, as an agent's turns do in real use: the worker then has time of its own.
 
 Usage::
 
-    python benchmarks/bench_db.py [--episodes 200] [--rounds 10] [--baseline-episodes 5] [--rows 50] [--json PATH]
+    python benchmarks/bench_db.py [--episodes 200] [--rounds 10] [--pause-ms 20] [--baseline-episodes 5]
+                                  [--rows 50] [--json PATH]
 """
 
 from __future__ import annotations
@@ -115,7 +118,17 @@ class SharedServerHarness:
         self.conn.close()
 
 
-def run(episodes: int, rounds: int, baseline_episodes: int, rows: int) -> dict[str, Any]:
+def paced(fn: Callable[[], None], repeat: int, pause_s: float) -> list[float]:
+    """Like ``timed``, with an untimed pause before each episode (the agent's turns, which
+    in real use last from hundreds of milliseconds to seconds)."""
+    samples = []
+    for _ in range(repeat):
+        time.sleep(pause_s)
+        samples += timed(fn, 1)
+    return samples
+
+
+def run(episodes: int, rounds: int, baseline_episodes: int, rows: int, pause_ms: float) -> dict[str, Any]:
     table = make_table(rows)
     results: dict[str, Any] = {}
     per_round = max(1, episodes // rounds)
@@ -133,6 +146,7 @@ def run(episodes: int, rounds: int, baseline_episodes: int, rows: int) -> dict[s
     }
     samples: dict[str, list[float]] = {key: [] for key in variants}
     walls: dict[str, float] = dict.fromkeys(variants, 0.0)
+    paused: dict[str, list[float]] = {"mysql": [], "shared_baseline": []}
     round_ratios: list[float] = []
     try:
         for fn in variants.values():
@@ -148,8 +162,13 @@ def run(episodes: int, rounds: int, baseline_episodes: int, rows: int) -> dict[s
                 samples[key] += got
                 p50s[key] = statistics.median(got)
             round_ratios.append(p50s["shared_baseline"] / p50s["mysql"])
+            for key in paused:
+                paused[key] += paced(variants[key], per_round, pause_ms / 1000.0)
+                mysql.settle()
         for key in variants:
             results[key] = summary(samples[key])
+        for key in paused:
+            results[f"{key}_paused"] = summary(paused[key])
         results["server_version"] = mysql.server_version
     finally:
         plain.close()
@@ -176,6 +195,9 @@ def run(episodes: int, rounds: int, baseline_episodes: int, rows: int) -> dict[s
                                                          / results["mysql_named"]["p50_ms"])
     results["ratio_shared_baseline_over_mysql_no_spares"] = (results["shared_baseline"]["p50_ms"]
                                                              / results["mysql_no_spares"]["p50_ms"])
+    results["pause_ms"] = pause_ms
+    results["ratio_shared_baseline_over_mysql_paused"] = (results["shared_baseline_paused"]["p50_ms"]
+                                                          / results["mysql_paused"]["p50_ms"])
     results["round_ratios_shared_baseline_over_mysql"] = {
         "rounds": rounds, "episodes_per_round": per_round, "min": min(round_ratios),
         "median": statistics.median(round_ratios), "max": max(round_ratios)}
@@ -192,7 +214,9 @@ def print_table(results: dict[str, Any]) -> None:
     print(f"{'backend':<36}{'n':>5}{'p50 ms':>10}{'p90 ms':>10}{'mean ms':>10}")
     labels = {"mysql": "mysql (server reused, warm spare)", "mysql_named": "mysql, named database",
               "mysql_no_spares": "mysql, spares=0", "sqlite": "sqlite (in process)",
-              "baseline": "baseline (new container/episode)", "shared_baseline": "baseline (shared server, plain)"}
+              "baseline": "baseline (new container/episode)", "shared_baseline": "baseline (shared server, plain)",
+              "mysql_paused": f"mysql, {results['pause_ms']:g} ms between", "shared_baseline_paused":
+              f"shared baseline, {results['pause_ms']:g} ms between"}
     for key, label in labels.items():
         s = results[key]
         print(f"{label:<36}{s['n']:>5}{s['p50_ms']:>10.2f}{s['p90_ms']:>10.2f}{s['mean_ms']:>10.2f}")
@@ -202,7 +226,9 @@ def print_table(results: dict[str, Any]) -> None:
     print(f"shared-server baseline / mysql (p50): {results['ratio_shared_baseline_over_mysql']:.2f}x "
           f"(target >= {TARGET_SHARED_RATIO:g}x; per round {spread['min']:.2f}-{spread['max']:.2f}x); "
           f"named: {results['ratio_shared_baseline_over_mysql_named']:.2f}x; "
-          f"spares=0: {results['ratio_shared_baseline_over_mysql_no_spares']:.2f}x")
+          f"spares=0: {results['ratio_shared_baseline_over_mysql_no_spares']:.2f}x; "
+          f"with {results['pause_ms']:g} ms between episodes: "
+          f"{results['ratio_shared_baseline_over_mysql_paused']:.2f}x")
     walls = results["throughput_ms_per_episode"]
     print("wall time per episode, worker's drops included: "
           + ", ".join(f"{key} {value:.2f} ms" for key, value in walls.items()))
@@ -215,10 +241,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="rounds the mysql variants and the shared "
                         "baseline take turns in (default 10)")
     parser.add_argument("--baseline-episodes", type=int, default=5, help="episodes for the baseline (default 5)")
+    parser.add_argument("--pause-ms", type=float, default=20.0, help="untimed pause between episodes in the "
+                        "paused variants (default 20)")
     parser.add_argument("--rows", type=int, default=50, help="rows in the episode's table (default 50)")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/db_episodes.json"))
     args = parser.parse_args()
-    results = run(args.episodes, args.rounds, args.baseline_episodes, args.rows)
+    results = run(args.episodes, args.rounds, args.baseline_episodes, args.rows, args.pause_ms)
     print_table(results)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({

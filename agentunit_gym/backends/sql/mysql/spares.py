@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from contextlib import contextmanager
@@ -52,6 +52,9 @@ ADMIN_LOCK_WAIT_S = 5
 """Seconds an admin session waits for a lock the agent holds before its statement fails."""
 QUIET_WAIT_S = 0.25
 """Longest the worker holds back while the caller loads an episode's tables."""
+DROP_BATCH = 8
+"""Ended episodes are dropped in batches of this many (one round trip, and the server's DDL
+kept out of the next episodes' way); :meth:`SparePool.settle` drops the rest at once."""
 FRESH_S = 30.0
 """A spare older than this is pinged before use (the server may have dropped an idle login)."""
 
@@ -159,7 +162,16 @@ def drop_account(admin: Any, account: str | None, databases: Iterable[str]) -> N
     Raises:
         pymysql.err.MySQLError: a statement failed.
     """
-    statements = [f"DROP USER IF EXISTS {account}"] if account is not None else []
+    drop_accounts(admin, [account] if account is not None else [], databases)
+
+
+def drop_accounts(admin: Any, accounts: Sequence[str], databases: Iterable[str]) -> None:
+    """:func:`drop_account` for several accounts at once (one ``DROP USER`` for them all).
+
+    Raises:
+        pymysql.err.MySQLError: a statement failed.
+    """
+    statements = [f"DROP USER IF EXISTS {', '.join(accounts)}"] if accounts else []
     run_batch(admin, statements + [f"DROP DATABASE IF EXISTS {quote_mysql_identifier(d)}" for d in databases])
 
 
@@ -183,6 +195,7 @@ class SparePool:
         self._drops: dict[str, Future[None]] = {}
         self._pending: set[Future[Any]] = set()
         self._late: list[Future[Account]] = []  # spares whose taker gave up waiting
+        self._backlog: list[tuple[str | None, list[str]]] = []  # ended accounts not yet handed to the worker
         self._closed = False
         self._quiet = threading.Event()  # clear while the caller loads an episode's tables
         self._quiet.set()
@@ -221,11 +234,27 @@ class SparePool:
         return account
 
     def drop_later(self, account: Account | None, databases: list[str], *, user: str | None = None) -> None:
-        """Close the account's connection now; drop the user and ``databases`` on the worker."""
+        """Close the account's connection now; drop the user and ``databases`` on the worker,
+        with the next :data:`DROP_BATCH` - 1 others (or sooner: :meth:`settle`, :meth:`close`,
+        :meth:`wait_dropped`)."""
         if account is not None:
             close_quietly(account.conn)
             user = account.account
-        future = self._submit(self._drop, user, list(databases))
+        with self._lock:
+            self._backlog.append((user, list(databases)))
+            full = len(self._backlog) >= DROP_BATCH
+        if full:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Hand the backlog of drops to the worker, as one batch."""
+        with self._lock:
+            backlog, self._backlog = self._backlog, []
+        if not backlog:
+            return
+        accounts = [user for user, _ in backlog if user is not None]
+        databases = [database for _, names in backlog for database in names]
+        future = self._submit(self._drop, accounts, databases, closing=True)
         if future is None:
             return
         with self._lock:
@@ -247,6 +276,10 @@ class SparePool:
         """Wait (at most :data:`SPARE_WAIT_S`) until a queued drop of ``database`` has run, so
         the name can be created again."""
         with self._lock:
+            waiting = any(database in names for _, names in self._backlog)
+        if waiting:
+            self._flush()
+        with self._lock:
             future = self._drops.get(database)
         if future is not None:
             try:
@@ -257,6 +290,7 @@ class SparePool:
     def settle(self, timeout: float) -> bool:
         """Wait until the queued drops and spares are done; False if ``timeout`` passed first."""
         deadline = time.monotonic() + timeout
+        self._flush()
         while True:
             with self._lock:
                 pending = list(self._pending)
@@ -347,7 +381,7 @@ class SparePool:
             if future.done() and not future.cancelled() and future.exception() is None:
                 account = future.result()
                 close_quietly(account.conn)
-                self._submit(self._drop, account.account, [account.database], closing=True)
+                self._submit(self._drop, [account.account], [account.database], closing=True)
 
     def _with_admin(self, fn: Callable[[Any], _T]) -> _T:
         """Run ``fn`` on the worker's admin connection (pinged first after :data:`FRESH_S` idle;
@@ -378,10 +412,10 @@ class SparePool:
         return self._with_admin(lambda admin: create_account(admin, self._params, self._dialect,
                                                              unique_database_name(), create_database=True))
 
-    def _drop(self, account: str | None, databases: list[str]) -> None:
+    def _drop(self, accounts: list[str], databases: list[str]) -> None:
         try:
-            self._with_admin(lambda admin: drop_account(admin, account, databases))
+            self._with_admin(lambda admin: drop_accounts(admin, accounts, databases))
         except (load_pymysql().err.MySQLError, BackendUnavailableError) as exc:
             # A container takes its databases with it; a DSN server keeps them, so say so.
-            logger.warning("could not drop episode account %s and databases %s on %s: %s", account,
+            logger.warning("could not drop episode accounts %s and databases %s on %s: %s", ", ".join(accounts),
                            ", ".join(databases), self._describe(), exc)
