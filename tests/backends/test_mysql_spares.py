@@ -273,3 +273,23 @@ def test_a_table_too_big_for_one_round_trip_loads_in_several(mysql: MySQLBackend
         assert db.execute("SELECT COUNT(*) FROM t").rows == ((2,),)
     finally:
         db.close()
+
+
+@pytest.mark.docker
+def test_our_image_s_defaults_spare_the_session_setup_and_a_stock_server_gets_it(mysql: MySQLBackend,
+                                                                                 dsn_server: str) -> None:
+    assert mysql.dialect.server_defaults and mysql.dialect.connect_init_command is None
+    stock = MySQLBackend(dsn=dsn_server, spares=0)
+    try:
+        assert not stock.dialect.server_defaults and stock.dialect.connect_init_command == stock.dialect.init_command
+        for backend in (mysql, stock):
+            db = backend.open_episode([T])
+            try:
+                ((mode, length, collation),) = db.execute(
+                    "SELECT @@SESSION.sql_mode, @@SESSION.group_concat_max_len, @@collation_connection").rows
+                assert set(mode.split(",")) == set(backend.dialect.sql_mode.split(","))
+                assert (length, collation) == (1024, backend.dialect.collation)
+            finally:
+                db.close()
+    finally:
+        stock.close()

@@ -38,11 +38,20 @@ class Dialect:
     sql_mode: str
     collation: str | None
     """None when the server has no collation close to MySQL 8's (it keeps its own)."""
+    server_defaults: bool = False
+    """True when the server's global defaults already are ``sql_mode`` and MySQL 8's
+    ``group_concat_max_len`` (our image's configuration): a new session needs no ``SET`` for
+    them (:attr:`connect_init_command` is None)."""
 
     @property
     def init_command(self) -> str:
         """The settings but the collation, in one statement (a connection's ``init_command``)."""
         return f"SET SESSION sql_mode = '{self.sql_mode}', group_concat_max_len = {MYSQL8_GROUP_CONCAT_MAX_LEN}"
+
+    @property
+    def connect_init_command(self) -> str | None:
+        """What a new connection must run besides ``SET NAMES`` (None: the defaults hold)."""
+        return None if self.server_defaults else self.init_command
 
     def session_statements(self) -> list[str]:
         """The statements that set a fresh session up."""
@@ -73,7 +82,11 @@ def pick_dialect(conn: Any, flavor: str) -> Dialect:
             if error_code(exc) != ER_UNKNOWN_COLLATION:
                 raise
             collation = None  # an older server (MariaDB < 10.10, MySQL 5.7): its own default
-    dialect = Dialect(sql_mode, collation)
+        cur.execute("SELECT @@GLOBAL.sql_mode, @@GLOBAL.group_concat_max_len")
+        global_mode, global_length = cur.fetchone()
+    defaults = (set(str(global_mode).split(",")) - {""} == set(sql_mode.split(","))
+                and int(global_length) == MYSQL8_GROUP_CONCAT_MAX_LEN)
+    dialect = Dialect(sql_mode, collation, defaults)
     apply_dialect(conn, dialect)
     return dialect
 

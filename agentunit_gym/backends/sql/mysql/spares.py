@@ -150,9 +150,10 @@ def agent_connection(params: ConnectParams, database: str, dialect: Dialect) -> 
     Raises:
         BackendUnavailableError: the login failed, or the server refused the settings.
     """
-    # The collation rides on the SET NAMES pymysql sends anyway, the rest on its init command:
-    # two round trips after the login instead of four.
-    return connect(params, database=database, collation=dialect.collation, init_command=dialect.init_command)
+    # The collation rides on the SET NAMES pymysql sends anyway, the rest on its init command
+    # unless the server's defaults already are the dialect's: one or two round trips after
+    # the login instead of four.
+    return connect(params, database=database, collation=dialect.collation, init_command=dialect.connect_init_command)
 
 
 def drop_account(admin: Any, account: str | None, databases: Iterable[str]) -> None:
