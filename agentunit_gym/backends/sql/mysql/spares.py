@@ -51,7 +51,7 @@ CLOSE_WAIT_S = 30.0
 ADMIN_LOCK_WAIT_S = 5
 """Seconds an admin session waits for a lock the agent holds before its statement fails."""
 QUIET_WAIT_S = 0.25
-"""Longest the worker holds back while the caller loads an episode's tables."""
+"""Longest the worker holds a drop back while the caller loads an episode's tables."""
 DROP_BATCH = 8
 """Ended episodes are dropped in batches of this many (one round trip, and the server's DDL
 kept out of the next episodes' way); :meth:`SparePool.settle` drops the rest at once."""
@@ -265,8 +265,8 @@ class SparePool:
 
     @contextmanager
     def loading(self) -> Iterator[None]:
-        """Around the caller's table loading: the worker starts no statement meanwhile (for at
-        most :data:`QUIET_WAIT_S`)."""
+        """Around the caller's table loading: the worker starts no drop meanwhile (for at most
+        :data:`QUIET_WAIT_S`)."""
         self._quiet.clear()
         try:
             yield
@@ -384,12 +384,14 @@ class SparePool:
                 close_quietly(account.conn)
                 self._submit(self._drop, [account.account], [account.database], closing=True)
 
-    def _with_admin(self, fn: Callable[[Any], _T]) -> _T:
+    def _with_admin(self, fn: Callable[[Any], _T], *, hold_back: bool = False) -> _T:
         """Run ``fn`` on the worker's admin connection (pinged first after :data:`FRESH_S` idle;
         opened again after a connection error)."""
-        # DDL on the server is largely serialised (the data dictionary): let the caller's
-        # table loading go first, for a bounded time.
-        self._quiet.wait(QUIET_WAIT_S)
+        if hold_back:
+            # Dropping tables and creating them both take InnoDB's data dictionary: let the
+            # caller's table loading go first, for a bounded time. (Making an account touches
+            # no InnoDB table, so it runs alongside.)
+            self._quiet.wait(QUIET_WAIT_S)
         pymysql = load_pymysql()
         if self._admin is not None and time.monotonic() - self._admin_used > FRESH_S:
             try:
@@ -415,7 +417,7 @@ class SparePool:
 
     def _drop(self, accounts: list[str], databases: list[str]) -> None:
         try:
-            self._with_admin(lambda admin: drop_accounts(admin, accounts, databases))
+            self._with_admin(lambda admin: drop_accounts(admin, accounts, databases), hold_back=True)
         except (load_pymysql().err.MySQLError, BackendUnavailableError) as exc:
             # A container takes its databases with it; a DSN server keeps them, so say so.
             logger.warning("could not drop episode accounts %s and databases %s on %s: %s", ", ".join(accounts),
