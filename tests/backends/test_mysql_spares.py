@@ -256,7 +256,7 @@ def test_with_autocommit_off_a_read_is_committed_too(mysql: MySQLBackend) -> Non
 @pytest.mark.docker
 def test_a_table_too_big_for_one_round_trip_loads_in_several(mysql: MySQLBackend,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentunit_gym.backends.sql.mysql import backend as backend_module
+    from agentunit_gym.backends.sql.mysql import loading as loading_module
 
     rows = tuple((str(i), "é'\\;" * (i % 7), None if i % 5 else "n") for i in range(300))
     table = TableData("big", (Column("i", "INT"), Column("s"), Column("n")), rows)
@@ -265,7 +265,7 @@ def test_a_table_too_big_for_one_round_trip_loads_in_several(mysql: MySQLBackend
         expected = reference.table_hash("big", ["i", "s", "n"])
     finally:
         reference.close()
-    monkeypatch.setattr(backend_module, "BATCH_CHARS", 120)  # a few rows per INSERT, one INSERT per batch
+    monkeypatch.setattr(loading_module, "BATCH_CHARS", 120)  # a few rows per INSERT, one INSERT per batch
     db = mysql.open_episode([table, T], database="big_in_pieces")
     try:
         assert db.execute("SELECT COUNT(*), SUM(i) FROM big").rows == ((300, sum(range(300))),)

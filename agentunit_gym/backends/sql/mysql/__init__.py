@@ -26,6 +26,8 @@ The modules, by concern:
 - :mod:`.episode`: one episode's database as the agent and the grader reach it;
 - :mod:`.spares`: episode accounts (user, database, connection) made ahead and dropped
   behind by a worker thread, off the episode's critical path;
+- :mod:`.sessions`: the backend's own connections (grading, loading, hashing), each set up
+  once; :mod:`.loading`: the batched SQL that creates and fills an episode database;
 - :mod:`.backend`: :class:`MySQLBackend`, which loads episodes' tables, hands out accounts,
   and recovers a server that died.
 """

@@ -12,17 +12,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from agentunit_gym.backends.sql.base import QueryResult, SQLBackend, TableData
 from agentunit_gym.backends.sql.hashing import (
-    AGENTBENCH_GROUP_CONCAT_MAX_LEN,
     HASH_TIMEOUT_S,
     check_tables,
     quote_mysql_identifier,
-    table_statements,
 )
 from agentunit_gym.backends.sql.mysql.connection import (
     ER_DB_CREATE_EXISTS,
@@ -37,13 +35,17 @@ from agentunit_gym.backends.sql.mysql.connection import (
 )
 from agentunit_gym.backends.sql.mysql.dialect import (
     MARIADB_SQL_MODE,
-    MYSQL8_SQL_MODE,
     Dialect,
-    apply_dialect,
-    pick_dialect,
 )
 from agentunit_gym.backends.sql.mysql.episode import MySQLEpisode
+from agentunit_gym.backends.sql.mysql.loading import (
+    batches,
+    check_database_name,
+    load_statements,
+    move_grant_statements,
+)
 from agentunit_gym.backends.sql.mysql.server import ContainerServer, DsnServer, Server
+from agentunit_gym.backends.sql.mysql.sessions import AdminSessions, open_sessions
 from agentunit_gym.backends.sql.mysql.spares import (
     ADMIN_LOCK_WAIT_S,
     Account,
@@ -51,8 +53,6 @@ from agentunit_gym.backends.sql.mysql.spares import (
     agent_connection,
     create_account,
     drop_account,
-    grant_pattern,
-    open_admin,
     unique_database_name,
 )
 from agentunit_gym.backends.sql.mysql.statement import Killer, Session, run_statement
@@ -67,34 +67,6 @@ from agentunit_gym.errors import (
 logger = logging.getLogger("agentunit_gym")
 
 __all__ = ["ADMIN_LOCK_WAIT_S", "MySQLBackend"]
-
-
-BATCH_CHARS = 1_000_000
-"""Statements sent in one round trip add up to at most this many characters (a single longer
-one goes alone), well under the server's ``max_allowed_packet`` (16 MiB by default)."""
-PING_IDLE_S = 1.0
-"""``open_episode`` pings its connections first only when they were idle this long."""
-
-
-def _batches(statements: list[str]) -> Iterator[list[str]]:
-    """``statements`` in consecutive groups of at most :data:`BATCH_CHARS` characters."""
-    batch: list[str] = []
-    size = 0
-    for statement in statements:
-        if batch and size + len(statement) > BATCH_CHARS:
-            yield batch
-            batch, size = [], 0
-        batch.append(statement)
-        size += len(statement) + 2
-    if batch:
-        yield batch
-
-
-def check_database_name(name: str) -> None:
-    if not name or "\x00" in name or len(name) > 64 or name != name.rstrip(" "):
-        raise ConfigError(
-            f"database name {name!r} is not valid on MySQL: 1-64 characters, no NUL, no trailing space"
-        )
 
 
 class MySQLBackend(SQLBackend):
@@ -149,10 +121,7 @@ class MySQLBackend(SQLBackend):
         self._closed = False
         self._dead = False
         self._generation = 0
-        self._admin: Any = None  # grading: reference SQL and table hashes, in the dialect's session
-        self._loader: Any = None  # creating and loading: strict mode, no time limit, set once
-        self._hasher: Any = None  # table hashes: the hash's time limit and GROUP_CONCAT length, set once
-        self._loader_used = 0.0  # when the loader last answered (time.monotonic())
+        self._sessions: AdminSessions | None = None
         self._admin_db: str | None = None
         self._spares = spares
         self._pool: SparePool | None = None
@@ -173,26 +142,11 @@ class MySQLBackend(SQLBackend):
 
     def _connect_admin(self) -> None:
         self._close_admin()
-        self._admin = open_admin(self._params)
+        self._sessions = open_sessions(self._params)
         self._admin_db = None
-        with self._admin.cursor() as cur:
-            cur.execute("SELECT VERSION()")
-            self.server_version = str(cur.fetchone()[0])
-        self.flavor = "mariadb" if "mariadb" in self.server_version.lower() else "mysql"
-        self.dialect = pick_dialect(self._admin, self.flavor)
-        self._hasher = open_admin(self._params)
-        apply_dialect(self._hasher, self.dialect)
-        limit = (f"max_statement_time = {HASH_TIMEOUT_S:.3f}" if self.flavor == "mariadb"
-                 else f"max_execution_time = {int(HASH_TIMEOUT_S * 1000)}")
-        with self._hasher.cursor() as cur:
-            # Only ever runs the hash query: its settings hold, no SET per hash.
-            cur.execute(f"SET SESSION {limit}, group_concat_max_len = {AGENTBENCH_GROUP_CONCAT_MAX_LEN}")
-        self._loader = open_admin(self._params, multi_statements=True)
-        with self._loader.cursor() as cur:
-            # Strict while loading: the task's rows go in exactly or the task is refused.
-            limit = "max_statement_time" if self.flavor == "mariadb" else "max_execution_time"
-            cur.execute(f"SET SESSION {limit} = 0, sql_mode = '{MYSQL8_SQL_MODE}'")
-        self._loader_used = time.monotonic()
+        self.server_version = self._sessions.server_version
+        self.flavor = self._sessions.flavor
+        self.dialect = self._sessions.dialect
 
     def _start_pool(self) -> None:
         if self._spares:
@@ -226,19 +180,11 @@ class MySQLBackend(SQLBackend):
         """Make sure the server and the admin connections work, restarting what died.
 
         The check is a ping of the loader, skipped when it answered less than
-        :data:`PING_IDLE_S` ago (back-to-back episodes): a connection lost within that window
+        :data:`~.sessions.PING_IDLE_S` ago (back-to-back episodes): a connection lost within that window
         fails this ``open_episode`` with a :class:`BackendError`, and the next one recovers.
         """
-        pymysql = load_pymysql()
-        if not self._dead and self._admin is not None and self._loader is not None:
-            if time.monotonic() - self._loader_used < PING_IDLE_S:
-                return
-            try:
-                self._loader.ping(reconnect=False)
-                self._admin.ping(reconnect=False)
-                return
-            except pymysql.err.MySQLError:
-                pass
+        if not self._dead and self._sessions is not None and (self._sessions.fresh() or self._sessions.ping()):
+            return
         if self._server.alive():
             self._dead = False
             self._connect_admin()
@@ -262,9 +208,9 @@ class MySQLBackend(SQLBackend):
         self._start_pool()
 
     def _close_admin(self) -> None:
-        for conn in (self._admin, self._loader, self._hasher):
-            close_quietly(conn)
-        self._admin = self._loader = self._hasher = None
+        sessions, self._sessions = self._sessions, None
+        if sessions is not None:
+            sessions.close()
 
     @property
     def container_name(self) -> str | None:
@@ -324,6 +270,7 @@ class MySQLBackend(SQLBackend):
         pymysql = load_pymysql()
         with self._lock:
             self._recover()
+            sessions = self._require_sessions()
             account = self._pool.take() if self._pool is not None else None
             if database is not None and self._pool is not None:
                 self._pool.wait_dropped(database)  # the same name, reopened right after its episode closed
@@ -337,12 +284,12 @@ class MySQLBackend(SQLBackend):
                     # named database the spare user's grant moved onto it.
                     statements = [] if spare_database == name else [
                         f"CREATE DATABASE {quote_mysql_identifier(name)} {self.dialect.database_options}"]
-                    statements += self._load_statements(name, tables)
+                    statements += load_statements(sessions.loader.escape, name, tables)
                     if account is not None and spare_database != name:
-                        statements += self._move_statements(account, name)
+                        statements += move_grant_statements(account.account, account.database, name)
                     try:
-                        for batch in _batches(statements):
-                            run_batch(self._loader, batch)
+                        for batch in batches(statements):
+                            run_batch(sessions.loader, batch)
                     except pymysql.err.MySQLError as exc:
                         if spare_database != name and error_code(exc) == ER_DB_CREATE_EXISTS:
                             raise BackendError(
@@ -354,7 +301,7 @@ class MySQLBackend(SQLBackend):
                         raise
                     created_db = spare_database != name
                     if account is None:
-                        account = create_account(self._loader, self._params, self.dialect, name,
+                        account = create_account(sessions.loader, self._params, self.dialect, name,
                                                  create_database=False)
                     elif spare_database != name:
                         account.conn.select_db(name)
@@ -373,7 +320,7 @@ class MySQLBackend(SQLBackend):
             except BaseException:
                 self._undo(account, name if created_db else None)
                 raise
-            self._loader_used = time.monotonic()
+            sessions.used_at = time.monotonic()
             episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor), self._generation,
                                    account.params)
             self._episodes[name] = episode
@@ -382,46 +329,18 @@ class MySQLBackend(SQLBackend):
     def _loading(self) -> AbstractContextManager[None]:
         return self._pool.loading() if self._pool is not None else nullcontext()
 
-    def _load_statements(self, database: str, tables: Sequence[TableData]) -> list[str]:
-        """``CREATE TABLE`` and one multi-row ``INSERT`` (of at most :data:`BATCH_CHARS`) per table."""
-        statements = []
-        for table in tables:
-            create, insert = table_statements(table, quote_mysql_identifier, "%s", database=database)
-            statements.append(create)
-            prefix = insert[:insert.rindex(" VALUES (")] + " VALUES "
-            values: list[str] = []
-            size = len(prefix)
-            for row in table.rows:
-                value = self._loader.escape(tuple(row))
-                if values and size + len(value) + 1 > BATCH_CHARS:
-                    statements.append(prefix + ",".join(values))
-                    values, size = [], len(prefix)
-                values.append(value)
-                size += len(value) + 1
-            if values:
-                statements.append(prefix + ",".join(values))
-        return statements
-
-    @staticmethod
-    def _move_statements(account: Account, name: str) -> list[str]:
-        """Give a spare's user the named database instead of its own (a task that names its
-        database): the grant moves; the caller switches the connection and drops the spare's."""
-        return [f"REVOKE ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(account.database))}.* "
-                f"FROM {account.account}",
-                f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(name))}.* TO {account.account}"]
-
     def _undo(self, account: Account | None, created: str | None) -> None:
         """Best-effort cleanup of a half-created episode: its account (and the spare's own
         database) and the database created for it."""
         databases = [name for name in (account.database if account else None, created) if name is not None]
         if account is not None:
             close_quietly(account.conn)
-        if self._loader is None:
+        if self._sessions is None:
             logger.warning("could not clean up half-created episode databases %s: the connection was lost",
                            ", ".join(databases))
             return
         try:
-            drop_account(self._loader, account.account if account else None, list(dict.fromkeys(databases)))
+            drop_account(self._sessions.loader, account.account if account else None, list(dict.fromkeys(databases)))
         except load_pymysql().err.MySQLError:
             logger.warning("could not clean up half-created episode databases %s", ", ".join(databases))
 
@@ -442,12 +361,12 @@ class MySQLBackend(SQLBackend):
             if self._pool is not None:
                 self._pool.drop_later(None, [episode.name], user=episode.user)
                 return
-            if self._loader is None:
+            if self._sessions is None:
                 logger.warning("could not drop episode database %r: the connection to %s was lost", episode.name,
                                self._server.describe())
                 return
             try:
-                drop_account(self._loader, episode.user, [episode.name])
+                drop_account(self._sessions.loader, episode.user, [episode.name])
             except pymysql.err.MySQLError as exc:
                 if not is_connection_error(exc):
                     raise BackendError(f"dropping episode database {episode.name!r} failed: {exc}") from exc
@@ -464,8 +383,8 @@ class MySQLBackend(SQLBackend):
             BackendError: the server or the admin connection failed.
         """
         with self._lock:
-            self._check_generation(episode)
-            return self._on_admin(episode, lambda: self._admin_statement(episode, sql, timeout, max_rows))
+            admin = self._check_generation(episode).admin
+            return self._on_admin(episode, lambda: self._admin_statement(admin, episode, sql, timeout, max_rows))
 
     def hash_run(self, episode: MySQLEpisode, sql: str) -> QueryResult:
         """Run the table hash query ``sql`` (which names its database) on the hashing session,
@@ -475,20 +394,26 @@ class MySQLBackend(SQLBackend):
             BackendError: the server or the connection failed.
         """
         with self._lock:
-            self._check_generation(episode)
-            hasher = self._hasher
+            hasher = self._check_generation(episode).hasher
             return self._on_admin(episode, lambda: run_statement(Session(hasher, self.flavor), sql, HASH_TIMEOUT_S, 1,
                                                                  self.killer, set_limit=False))
 
-    def _admin_statement(self, episode: MySQLEpisode, sql: str, timeout: float, max_rows: int) -> QueryResult:
+    def _admin_statement(self, admin: Any, episode: MySQLEpisode, sql: str, timeout: float,
+                         max_rows: int) -> QueryResult:
         if self._admin_db != episode.name:
-            self._admin.select_db(episode.name)
+            admin.select_db(episode.name)
             self._admin_db = episode.name
-        return run_statement(Session(self._admin, self.flavor), sql, timeout, max_rows, self.killer)
+        return run_statement(Session(admin, self.flavor), sql, timeout, max_rows, self.killer)
 
-    def _check_generation(self, episode: MySQLEpisode) -> None:
-        if self._dead or self._admin is None or episode._generation != self._generation:
+    def _check_generation(self, episode: MySQLEpisode) -> AdminSessions:
+        if self._dead or self._sessions is None or episode._generation != self._generation:
             raise BackendError(f"{self._server.describe()} of episode {episode.name!r} is gone; open a new episode")
+        return self._sessions
+
+    def _require_sessions(self) -> AdminSessions:
+        if self._sessions is None:
+            raise BackendUnavailableError(f"no admin connection to {self._server.describe()}")
+        return self._sessions
 
     def _on_admin(self, episode: MySQLEpisode, run: Callable[[], QueryResult]) -> QueryResult:
         """``run()``, its connection failures turned into typed errors (and the server checked)."""
