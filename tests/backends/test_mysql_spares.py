@@ -109,26 +109,29 @@ def test_a_spare_made_too_late_is_dropped_too(dsn_server: str, monkeypatch: pyte
 @pytest.mark.docker
 def test_the_episode_is_the_spare_and_reaches_only_its_own_database(mysql: MySQLBackend) -> None:
     mysql.settle()
-    (spare_db,), (spare_user,) = mysql.spare_names()
+    (spare_db, next_db), (spare_user, next_user) = mysql.spare_names()  # two ready by default
     db = mysql.open_episode([T])
     try:
         assert db.name == spare_db
         assert db.execute("SELECT CURRENT_USER()").rows[0][0].startswith(f"{spare_user}@")
         mysql.settle()
-        (next_db,), (next_user,) = mysql.spare_names()
-        assert (next_db, next_user) != (spare_db, spare_user)
+        assert mysql.spare_names() == ([next_db], [next_user])  # replaced when the episode ends
         assert sorted(db.execute("SHOW DATABASES").rows) == sorted([(db.name,), ("information_schema",)])
         assert db.execute(f"SELECT 1 FROM `{next_db}`.t").error is not None
         grants = " ".join(row[0] for row in db.execute("SHOW GRANTS").rows)
         assert next_db.replace("_", "\\_") not in grants and db.name.replace("_", "\\_") in grants
     finally:
         db.close()
+    mysql.settle()
+    dbs, users = mysql.spare_names()
+    assert len(dbs) == len(users) == 2 and spare_db not in dbs
 
 
 @pytest.mark.docker
 def test_a_named_episode_takes_the_spare_user_without_the_spare_database(mysql: MySQLBackend) -> None:
     mysql.settle()
-    (spare_db,), (spare_user,) = mysql.spare_names()
+    spare_dbs, spare_users = mysql.spare_names()
+    spare_db, spare_user = spare_dbs[0], spare_users[0]
     db = mysql.open_episode([T], database="cities_named")
     try:
         assert db.execute("SELECT CURRENT_USER()").rows[0][0].startswith(f"{spare_user}@")

@@ -88,7 +88,7 @@ class MySQLBackend(SQLBackend):
     kind = "mysql"
 
     def __init__(self, *, dsn: str | None = None, image: str | None = None, start_timeout: float | None = None,
-                 memory_limit: str = "1g", tmpfs_size: str = "1g", spares: int = 1) -> None:
+                 memory_limit: str = "1g", tmpfs_size: str = "1g", spares: int = 2) -> None:
         """Start (or reach) the server and check it answers.
 
         Args:
@@ -101,8 +101,9 @@ class MySQLBackend(SQLBackend):
             memory_limit: the container's memory limit.
             tmpfs_size: size of the container's tmpfs datadir.
             spares: episode accounts (user, empty database, connection) kept ready by a
-                worker thread, which also drops ended episodes; 0 makes and drops them on the
-                caller's thread, inside ``open_episode`` and ``close``.
+                worker thread, which also drops ended episodes; taken ones are replaced when
+                an episode closes. 0 makes and drops them on the caller's thread, inside
+                ``open_episode`` and ``close``.
 
         Raises:
             BackendUnavailableError: no Docker daemon, the image is missing, or the server
@@ -360,6 +361,7 @@ class MySQLBackend(SQLBackend):
                 self._admin_db = None  # the admin's default database is about to go
             if self._pool is not None:
                 self._pool.drop_later(None, [episode.name], user=episode.user)
+                self._pool.refill()
                 return
             if self._sessions is None:
                 logger.warning("could not drop episode database %r: the connection to %s was lost", episode.name,

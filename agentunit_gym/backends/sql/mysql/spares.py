@@ -182,7 +182,8 @@ class SparePool:
     Args:
         params: the admin's connect parameters; the worker opens its own admin connection.
         dialect: the session settings of the accounts' connections.
-        size: how many spares to keep ready (at least 1).
+        size: how many spares to keep ready (at least 1); taken ones are replaced when an
+            episode ends (:meth:`refill`), or at once when none is left.
         describe: the server's description, for log messages.
     """
 
@@ -211,7 +212,9 @@ class SparePool:
         """A ready account (waiting for one being made, within :data:`SPARE_WAIT_S`), else None."""
         with self._lock:
             future = self._ready.popleft() if self._ready else None
-        self._fill()
+            empty = not self._ready
+        if empty:
+            self._fill()  # else the refill waits for the episode's end (refill)
         if future is None:
             return None
         try:
@@ -262,6 +265,11 @@ class SparePool:
             for database in databases:
                 self._drops[database] = future
         future.add_done_callback(lambda done: self._forget_drop(done, databases))
+
+    def refill(self) -> None:
+        """Make spares up to the pool's size. Called when an episode ends: the worker then
+        works between episodes, while the agent of the next one thinks, not during them."""
+        self._fill()
 
     @contextmanager
     def loading(self) -> Iterator[None]:
