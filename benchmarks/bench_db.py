@@ -4,8 +4,8 @@ One episode = create the episode database, load a table of ``--rows`` rows (Agen
 sized: ~50), run one agent statement, compute the AgentBench table hash, drop everything.
 
 - ``mysql``: our backend, one MariaDB container reused across episodes (database + user
-  per episode, socket, SSL off), with its default warm spare: the next episode's user, empty
-  database and agent connection made ahead on a worker thread, ended episodes dropped there.
+  per episode, socket, SSL off), with its default warm spares: the next episodes' users, empty
+  databases and agent connections made ahead on a worker thread, ended episodes dropped there.
 - ``mysql_named``: the same with a database name given per episode, as AgentBench's tasks do
   (the spare's user and connection are used, the named database created on the spot).
 - ``mysql_no_spares``: the same backend with ``spares=0``: every account made and dropped
