@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "agentunit_gym"
 
-NEEDS_DOCKER = {"agentunit_gym.backends.sql.mysql"}
+NEEDS_DOCKER = {"agentunit_gym.backends.sql.mysql.backend"}
 """Modules whose examples start a container (the MariaDB server)."""
 
 

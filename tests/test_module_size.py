@@ -13,7 +13,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentunit_gym"
 LIMIT = 450
 CHECKED = ("eval", "backends/sql")
 BEING_SPLIT = {
-    "backends/sql/mysql.py": "issue 24 point 5, another branch",
     "eval/model_client.py": "issue 24 point 5, branch realmodel",
 }
 
