@@ -17,6 +17,11 @@ class ConfigError(AgentUnitError, ValueError):
     """An option passed to an env, wrapper, backend or command is not valid."""
 
 
+class AgentBenchCheckoutError(ConfigError):
+    """The AgentBench checkout given (``--agentbench-root``) is not one, or its task modules are
+    not laid out as the release agentunit-gym reads its prompts from (v0.2, the text protocol)."""
+
+
 class MissingDependencyError(AgentUnitError, ImportError):
     """An optional dependency is not installed; the message gives the pip line."""
 

@@ -1,9 +1,11 @@
 """The evaluator's throughput, against naive evaluators measured in the same run.
 
 Part 1, oracle over the suites (env-bound):
-- ours: ``run_episodes`` (the real evaluator: vector env, scheduling, traces, records)
-  with the oracle at concurrency 1, 2 and 4 (each vector mode: sync, threads, async), on
-  the OS suite (docker backend) and the DB suite (mysql and sqlite backends);
+- ours: ``run_episodes`` (the real evaluator: the episode engine, traces, records) with the
+  oracle at concurrency 1, 2 and 4 (each place the env copies can live, ``--vector``:
+  ``threads``, in this process, the default; ``sync``, a one-env SyncVectorEnv per copy;
+  ``async``, a one-env AsyncVectorEnv per copy, a process each), on the OS suite (docker
+  backend) and the DB suite (mysql and sqlite backends);
 - naive OS: sequential, a new container per episode, ``docker exec`` per init script,
   command and check script (what a straightforward harness does with the Docker SDK);
 - naive DB: sequential, a new env per episode: on mysql a new server container per
@@ -11,8 +13,8 @@ Part 1, oracle over the suites (env-bound):
 
 Part 2, simulated model latency (agent-bound): a local fake OpenAI-compatible server answers
 after 500 ms; the chat agent plays the reference solution through it on OS (local) and DB
-(sqlite). Sequential (concurrency 1) against concurrency 2, 4, 8, with the sync and the
-threads and async vector envs, which is how the runner's default vector mode was chosen.
+(sqlite). Sequential (concurrency 1) against concurrency 2, 4, 8, with the copies in each
+of the three places.
 
 Ratios, not absolute times: the machine is shared and noisy. Usage::
 

@@ -27,13 +27,20 @@ tail, not the schedule. Reports:
   handed in queue order to C workers, the env taking no time): the tail of the last
   episodes is in the ideal's way even then.
 
-The naive baseline, measured in the same run: the lockstep loop (``--vector threads``), where
-each turn waits for every agent in flight.
+The naive baseline, measured in the same run: the lockstep loop over a threaded vector env
+(benchmarks/lockstep.py, what ``--vector threads`` ran before the asynchronous engine became
+the only one), where each turn waits for every agent in flight.
+
+``--compare-own-dev`` (local only): each point is run twice back to back, as the code is and
+with the agent's shell given a ``/dev`` of its own on bubblewrap (``variant: own_dev``: the
+code of 2026-11-24 to 2026-11-26, before a reset in place put ``/dev/pts/ptmx`` back
+instead), so both see the same machine; for a machine that other jobs share.
 
 Usage (from the repo root)::
 
     python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
         [--concurrency 1,4,16,64,256] [--waves 16] [--target-waves 48] [--scale 1.0] [--json PATH]
+        [--compare-own-dev]
 """
 
 from __future__ import annotations
@@ -54,11 +61,12 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from lockstep import run_lockstep_episodes
 from timing import machine_busy_s, own_cpu_s
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.eval.agents import OracleAgent
-from agentunit_gym.eval.config import EvalConfig, VectorMode
+from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.plan import list_tasks, plan
 from agentunit_gym.eval.records import RunPaths, read_records
 from agentunit_gym.eval.runner import run_episodes
@@ -118,19 +126,23 @@ def greedy_makespan(durations: list[float], workers: int) -> float:
     return max(free)
 
 
-def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: VectorMode | None,
+def run_point(env: str, backend: str, concurrency: int, episodes: int, lockstep: bool,
               env_options: dict[str, Any]) -> dict[str, Any]:
+    """One point: the engine, or (``lockstep``) the lockstep baseline over a threaded vector env."""
     probe = gym.make(f"AgentUnit/{env}", backend=backend, **env_options)
     tasks = list_tasks(probe)
     probe.close()
     n = min(len(tasks), episodes)
     runs = max(1, -(-episodes // n))
     config = EvalConfig(envs=(env,), backends=(backend,), agent="lognormal-oracle", n=n, runs=runs,
-                        concurrency=concurrency, vector=vector, seed=1, env_options=env_options)
+                        concurrency=concurrency, seed=1, env_options=env_options)
     LEDGER.clear()
     cpu0, busy0 = own_cpu_s(), machine_busy_s()
     with tempfile.TemporaryDirectory() as tmp:
-        outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
+        if lockstep:
+            outcome = run_lockstep_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp), mode="threads")
+        else:
+            outcome = run_episodes(config, LognormalOracle, "lognormal-oracle", Path(tmp))
         records = read_records(RunPaths(Path(tmp)).episodes)
     cpu_s, busy_s = own_cpu_s() - cpu0, machine_busy_s() - busy0
     steady = outcome.elapsed_s - outcome.setup_s
@@ -139,7 +151,7 @@ def run_point(env: str, backend: str, concurrency: int, episodes: int, vector: V
     # The episodes' delays in the order the evaluator hands them out (the plan's order).
     queue = [delays.get(item.seed, 0.0) for item in plan(config, {config.envs[0]: tasks})]
     width = min(concurrency, len(records))
-    return {"concurrency": concurrency, "vector": vector or "async episodes", "episodes": len(records),
+    return {"concurrency": concurrency, "vector": "threads" if lockstep else "async episodes", "episodes": len(records),
             "load_avg_1m": os.getloadavg()[0],
             "success_rate": sum(r.success for r in records) / max(1, len(records)),
             "seconds": steady, "setup_s": outcome.setup_s, "agent_s": agent_s,
@@ -154,8 +166,34 @@ TARGET_CS = (16, 64)
 """The concurrencies the target applies at."""
 
 
+def _own_dev_argv() -> tuple[str, ...] | None:
+    """The agent's bubblewrap prefix as it was before ptmx was put back on reset: a ``/dev`` of its own."""
+    from agentunit_gym.backends.sandbox.local import isolation
+
+    argv = isolation.bwrap_agent_argv()
+    if argv is None:
+        return None
+    at = argv.index("--tmpfs", argv.index("/proc/tty/driver") + 2)  # the one for /dev/shm
+    return (*argv[:at], "--dev", "/dev", *argv[at:])
+
+
+def run_own_dev_point(env: str, backend: str, concurrency: int, episodes: int,
+                      env_options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_point` with the agent's shell given a ``/dev`` of its own (the code before)."""
+    from agentunit_gym.backends.sandbox.local import shell as shell_module
+
+    real = shell_module.bwrap_agent_argv
+    shell_module.bwrap_agent_argv = _own_dev_argv  # type: ignore[assignment]
+    try:
+        row = run_point(env, backend, concurrency, episodes, None, env_options)
+    finally:
+        shell_module.bwrap_agent_argv = real  # type: ignore[assignment]
+    row["variant"] = "own_dev"
+    return row
+
+
 def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves: int, min_episodes: int,
-                  max_episodes: int, baseline: list[int]) -> dict[str, Any]:
+                  max_episodes: int, baseline: list[int], compare_own_dev: bool = False) -> dict[str, Any]:
     env, backend = BACKENDS[name]
     env_options: dict[str, Any] = {}
     server = None
@@ -174,11 +212,14 @@ def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves:
     try:
         for c in concurrencies:
             episodes = min(max_episodes, max(min_episodes, (target_waves if c in TARGET_CS else waves) * c))
-            rows.append(run_point(env, backend, c, episodes, None, env_options))
+            rows.append(run_point(env, backend, c, episodes, False, env_options))
             _report(name, rows[-1], rows[0])
+            if compare_own_dev and name == "local":
+                rows.append(run_own_dev_point(env, backend, c, episodes, env_options))
+                _report(name, rows[-1], rows[0])
         for c in baseline:
             episodes = min(max_episodes, max(min_episodes, waves * c))
-            rows.append(run_point(env, backend, c, episodes, "threads", env_options))
+            rows.append(run_point(env, backend, c, episodes, True, env_options))
             _report(name, rows[-1], rows[0])
     finally:
         if server is not None:
@@ -191,7 +232,8 @@ def _report(name: str, row: dict[str, Any], first: dict[str, Any]) -> None:
     row["work_speedup"] = row["agent_s_per_s"] / first["agent_s_per_s"]
     row["share_of_ideal"] = row["work_speedup"] / row["ideal"]
     row["bound_share"] = (row["agent_s"] / row["bound_s"]) / row["ideal"] / (first["agent_s"] / first["bound_s"])
-    print(f"  {name:<7} {row['vector']:<15} C={row['concurrency']:<4} {row['episodes']:>5} ep {row['seconds']:7.1f} s "
+    print(f"  {name:<7} {row['vector']:<15} {row.get('variant', ''):<8} C={row['concurrency']:<4} "
+          f"{row['episodes']:>5} ep {row['seconds']:7.1f} s "
           f"(setup {row['setup_s']:5.1f} s)  speedup {row['speedup']:6.1f}x  work {row['work_speedup']:6.1f}x "
           f"= {100 * row['share_of_ideal']:5.1f}% of {row['ideal']}  (zero-overhead bound "
           f"{100 * row['bound_share']:5.1f}%)  success {row['success_rate']:.2f}  load {row['load_avg_1m']:.1f}  "
@@ -214,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="highest concurrency on docker and mysql (default 64: 256 containers on a shared "
                              "2-core daemon, or 512 connections to a server allowing 200, are not measured)")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/eval_async.json"))
+    parser.add_argument("--compare-own-dev", action="store_true",
+                        help="local: run each point also with the agent's own /dev (the code before), back to back")
     args = parser.parse_args(argv)
     LognormalOracle.scale = args.scale
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -228,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.backends.split(","):
         mine = [c for c in concurrencies if name in ("sqlite", "local") or c <= args.container_max_c]
         result["backends"][name] = bench_backend(name, mine, args.waves, args.target_waves, args.min_episodes,
-                                                 args.max_episodes, baseline)
+                                                 args.max_episodes, baseline, args.compare_own_dev)
         result["backends"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         args.json.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.json}")

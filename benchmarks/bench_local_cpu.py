@@ -13,7 +13,10 @@ each against the way it was done before, in the same run:
   box as every reset did before (the box marked tainted, which makes reset take a new one:
   the warm spare, built in the background), both with the box dirs where they go by default
   (``default_temp_parent()``: ``/dev/shm`` when it is a shared tmpfs); and replacing the box
-  with the dirs in the system temp dir (``temp_dir=tempfile.gettempdir()``, on disk here).
+  with the dirs in the system temp dir (``temp_dir=tempfile.gettempdir()``, on disk here);
+  and in place with the agent's shell given a ``/dev`` of its own on bubblewrap
+  (``in_place_own_dev``: bubblewrap's ``--dev /dev`` in every shell, as from 2026-11-24 to
+  2026-11-26, before a reset put ``/dev/pts/ptmx`` back instead).
   Reset also costs CPU outside this process (the kernel taking namespaces down in its
   workers), so reset is also measured as the whole machine's busy time (/proc/stat): run it
   on a quiet machine.
@@ -36,7 +39,8 @@ from typing import Any
 from timing import machine_busy_s, own_cpu_s, write_result
 
 from agentunit_gym.backends.sandbox import local
-from agentunit_gym.backends.sandbox.local import LocalSandbox
+from agentunit_gym.backends.sandbox.local import LocalSandbox, isolation
+from agentunit_gym.backends.sandbox.local import shell as shell_module
 
 
 def cpu_per_call_ms(fn: Callable[[], object], n: int) -> float:
@@ -77,10 +81,22 @@ def bench_start(n: int) -> dict[str, float]:
     return {"now_ms": now, "before_ms": before, "ratio": before / now}
 
 
+def _own_dev_argv() -> tuple[str, ...] | None:
+    """The agent's bubblewrap prefix as it was before ptmx was put back on reset: a ``/dev`` of its own."""
+    argv = isolation.bwrap_agent_argv()
+    if argv is None:
+        return None
+    at = argv.index("--tmpfs", argv.index("/proc/tty/driver") + 2)  # the one for /dev/shm
+    return (*argv[:at], "--dev", "/dev", *argv[at:])
+
+
 def bench_reset(n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for label, temp_dir, replace in (("in_place", None, False), ("replacing_box", None, True),
+    real_argv = shell_module.bwrap_agent_argv
+    for label, temp_dir, replace in (("in_place", None, False), ("in_place_own_dev", None, False),
+                                     ("replacing_box", None, True),
                                      ("replacing_box_system_temp", tempfile.gettempdir(), True)):
+        shell_module.bwrap_agent_argv = _own_dev_argv if label == "in_place_own_dev" else real_argv  # type: ignore[assignment]
         with LocalSandbox(temp_dir=temp_dir) as sb:
             sb.start()
 
@@ -96,7 +112,10 @@ def bench_reset(n: int) -> dict[str, Any]:
             out[f"{label}_machine_ms"] = 1000 * (machine_busy_s() - busy) / (n + 1)
             assert sb.host_dir is not None
             out[f"{label}_dir"] = str(sb.host_dir.parent)
+    shell_module.bwrap_agent_argv = real_argv  # type: ignore[assignment]
     out["ratio"] = out["replacing_box_ms"] / out["in_place_ms"]
+    out["own_dev_ratio"] = out["in_place_own_dev_ms"] / out["in_place_ms"]
+    out["own_dev_machine_ratio"] = out["in_place_own_dev_machine_ms"] / out["in_place_machine_ms"]
     out["machine_ratio"] = out["replacing_box_machine_ms"] / out["in_place_machine_ms"]
     return out
 

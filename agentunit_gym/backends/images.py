@@ -89,10 +89,34 @@ def _client(client: Any | None, timeout: float = 600.0) -> Any:
     return client if client is not None else process.docker_client(timeout=timeout)
 
 
-GENERATED_CONTEXTS: dict[str, str] = {"kg": "agentunit_gym.domains.kg.image"}
-"""Images whose build context is the shipped folder plus generated files (name -> module).
-The module has ``context_key() -> str`` (a content key of what it adds, cheap to compute)
-and ``prepare_context(folder)`` (adds the files to a copy of the shipped folder)."""
+@dataclass(frozen=True)
+class ImageSource:
+    """Where an image declared by a domain (``Domain.image``) is built from."""
+
+    context: Path
+    """The shipped build context (a folder with a Dockerfile)."""
+    generator: str | None = None
+    """A module whose ``context_key() -> str`` (a content key of what it adds, cheap to
+    compute) and ``prepare_context(folder)`` (adds the files to a copy of the shipped folder)
+    complete the context; None when the folder is the whole context."""
+
+
+_sources: dict[str, ImageSource] = {}
+
+
+def add_image_source(name: str, source: ImageSource) -> None:
+    """Make image ``name`` buildable from ``source``. The domain registry calls it for every
+    domain's declared image when it loads (``import agentunit_gym`` loads it), so this layer
+    names no domain; an image not added here is the shipped folder ``agentunit_gym/images/<name>``.
+
+    Raises:
+        ConfigError: another source already has that name.
+    """
+    known = _sources.get(name)
+    if known is not None and known != source:
+        raise ConfigError(f"two domains declare the image {name!r} ({known.context} and {source.context}); "
+                          "give one of them another name.")
+    _sources[name] = source
 
 
 def image_dir(name: str, *, root: Path | None = None) -> Path:
@@ -102,13 +126,13 @@ def image_dir(name: str, *, root: Path | None = None) -> Path:
         ConfigError: no such image directory, or it has no Dockerfile.
         ImageBuildError: a generated context could not be prepared.
     """
-    base = root if root is not None else IMAGES_ROOT
-    path = base / name
+    source = _sources.get(name) if root is None else None
+    path = source.context if source is not None else (root if root is not None else IMAGES_ROOT) / name
     if not (path / "Dockerfile").is_file():
         known = ", ".join(available_images(root=root)) or "none"
         raise ConfigError(f"unknown image {name!r}: no {path / 'Dockerfile'}. Known images: {known}.")
-    if root is None and name in GENERATED_CONTEXTS:
-        return _generated_context(name, path, GENERATED_CONTEXTS[name])
+    if source is not None and source.generator is not None:
+        return _generated_context(name, path, source.generator)
     return path
 
 
@@ -140,11 +164,13 @@ def _generated_context(name: str, shipped: Path, module_name: str) -> Path:
 
 
 def available_images(*, root: Path | None = None) -> list[str]:
-    """Names of the image directories (those holding a Dockerfile) under ``root``."""
+    """Names of the image directories (those holding a Dockerfile) under ``root``; without
+    ``root``, the shipped ones and every image a domain declares."""
     base = root if root is not None else IMAGES_ROOT
-    if not base.is_dir():
-        return []
-    return sorted(p.name for p in base.iterdir() if (p / "Dockerfile").is_file())
+    names = {p.name for p in base.iterdir() if (p / "Dockerfile").is_file()} if base.is_dir() else set()
+    if root is None:
+        names |= {name for name, source in _sources.items() if (source.context / "Dockerfile").is_file()}
+    return sorted(names)
 
 
 def context_hash(path: Path, extra: Iterable[str] = ()) -> str:

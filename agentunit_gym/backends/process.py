@@ -1,8 +1,21 @@
-"""The one seam through which agentunit-gym starts processes and talks to the Docker daemon.
+"""The seam through which agentunit-gym runs one-off processes and talks to the Docker daemon.
 
-Every subprocess and every Docker client goes through here, so tests can observe the
-commands and error paths without a daemon (monkeypatch :data:`RUNNER` or
-:func:`docker_client`), and every call has a deadline.
+Every process the library runs to completion (``git``, ``debootstrap``, ``tar``, the local
+sandbox's probes ...) goes through :func:`run`, and every Docker client comes from
+:func:`docker_client`, so tests can observe the commands and error paths without a daemon
+(monkeypatch :data:`RUNNER` or :func:`docker_client`), and every call has a deadline.
+
+Three places start processes themselves, because they need a live process with pipes, a
+terminal or a namespace for longer than one call, which a run-to-completion seam cannot
+give; each does so in one function, with its own deadlines:
+
+- the local sandbox's processes (its namespace holder, the agent's shell, each command):
+  ``_BoxProcesses._spawn`` in :mod:`agentunit_gym.backends.sandbox.local.box`;
+- the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
+- the OS image's supervisor (:mod:`agentunit_gym.images.os.supervisor`), which runs inside
+  the container, not in the library's process.
+
+tests/backends/test_process.py holds the package to this list.
 """
 
 from __future__ import annotations

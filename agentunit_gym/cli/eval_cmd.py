@@ -19,7 +19,7 @@ from agentunit_gym.cli.arguments import (
 )
 from agentunit_gym.core import registry
 from agentunit_gym.errors import EXIT_ENDPOINT_DOWN, ConfigError, EndpointDownError
-from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, PROTOCOLS
+from agentunit_gym.eval.config import PROTOCOLS
 from agentunit_gym.tasks.splits import SPLITS
 
 # Options that define a run (stored in config.json). Their parser default is None, so a
@@ -83,6 +83,11 @@ def register(subparsers: Any) -> None:
                    help="agentunit (default) | agentbench: AgentBench's settings at once (an invalid reply ends "
                         "the episode, the domain's AgentBench turn limit, its observation caps, the ReAct prompt) | "
                         "agentbench-fc: the same with AgentBench FC's tool schemas, from each domain's description")
+    p.add_argument("--agentbench-root", type=Path, default=None, metavar="DIR",
+                   help="an AgentBench checkout (v0.2, the text protocol): under --protocol agentbench each "
+                        "episode opens with AgentBench's own instructions, acknowledgement and one-shot, read from "
+                        "it. Default: the checkout a --tasks path lies in; without one, agentunit-gym's own prompt "
+                        "(the run's config and report say which)")
     p.add_argument("--invalid-action", choices=["continue", "terminate"], default=None,
                    help="an invalid reply: continue with feedback (default) or terminate the episode "
                         "(AgentBench; the default under --protocol agentbench)")
@@ -103,9 +108,9 @@ def register(subparsers: Any) -> None:
                    help="openai agents: native tool calling instead of ReAct text")
     p.add_argument("--prices", type=Path, default=None, help="JSON price table {model: [in, out] USD per 1M tokens}")
     p.add_argument("--vector", choices=["sync", "threads", "async"], default=None,
-                   help="run episodes in lockstep over this gymnasium vector env (RL-style; "
-                        f"{DEFAULT_VECTOR_MODE} was the fastest of the three). Default: asynchronous episodes, "
-                        "each stepping as soon as its own agent replies (docs/eval.md)")
+                   help="where the env copies live: async puts each in a gymnasium AsyncVectorEnv, a process of "
+                        "its own; sync in a one-env SyncVectorEnv here; threads (the default) in this process. "
+                        "Episodes always step as soon as their own agent replies (docs/eval.md)")
     p.add_argument("--max-rps", type=positive_float, default=None,
                    help="openai agents: requests per second to the endpoint at most, over all episodes")
     add_model_options(p)
@@ -214,12 +219,78 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         protocol = data.get("protocol") or "agentunit"
         if data.get("invalid_action") is None:
             data["invalid_action"] = "continue" if protocol == "agentunit" else "terminate"
+    _set_agentbench_root(data, args.agentbench_root)
     try:
         return EvalConfig.model_validate(data), output
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"{field}: {first['msg']}.") from None
+
+
+def _set_agentbench_root(data: dict[str, Any], given: Path | None) -> None:
+    """Put the AgentBench checkout of the run in ``data`` (``--agentbench-root``, else the one a
+    ``--tasks`` path lies in) when the protocol is ``agentbench``.
+
+    The checkout's prompts are read for every env of the run: one named by ``--agentbench-root``
+    that does not hold them stops the run; one found above ``--tasks`` is dropped with a note
+    on stderr (the run gets our prompts).
+
+    Raises:
+        ConfigError: ``--agentbench-root`` under another protocol, a folder that is not a
+            checkout, or (``AgentBenchCheckoutError``) a named checkout without the prompts.
+    """
+    from agentunit_gym.tasks.agentbench_checkout import resolve_checkout
+
+    protocol = data.get("protocol") or "agentunit"
+    if protocol != "agentbench":
+        if given is not None:
+            raise ConfigError("--agentbench-root gives AgentBench's prompts to --protocol agentbench; add that "
+                              f"protocol or drop the option (this run's protocol: {protocol}).")
+        return
+    if given is None and data.get("agentbench_root"):
+        return  # a resume keeps the stored checkout
+    root = resolve_checkout(given, data.get("tasks") or ())
+    data["agentbench_root"] = str(root) if root is not None else None
+    if root is None:
+        return
+    from agentunit_gym.errors import AgentBenchCheckoutError
+    from agentunit_gym.eval.routing import full_env_id
+
+    try:
+        for env_id in data.get("envs") or ():
+            domain = registry.domain_of_env(full_env_id(env_id))
+            preset = domain.protocols.get("agentbench") if domain is not None else None
+            if preset is not None and preset.conversation is not None:
+                preset.conversation(root)  # read now, uncached: the checkout as it is
+    except AgentBenchCheckoutError as exc:
+        if given is not None:
+            raise  # asked for by name: stop before the first episode
+        # Found above --tasks, not asked for: a checkout of another release (the function-calling
+        # one has no text-protocol modules) must not stop the run; it gets our prompts, said so.
+        print(f"agentunit-gym: the AgentBench checkout {root} (found above --tasks) does not hold the "
+              f"text-protocol prompts this version reads ({exc}); the run uses agentunit-gym's own prompts. "
+              "Give --agentbench-root to insist.", file=sys.stderr)
+        data["agentbench_root"] = None
+
+
+def check_agentbench_prompts(config: Any) -> list[str]:
+    """One line per env of a ``--protocol agentbench`` run saying where its opening turns come
+    from (the checkout's module, or our own prompt).
+
+    Raises:
+        AgentBenchCheckoutError: a task module is missing or laid out otherwise.
+    """
+    from agentunit_gym.eval.routing import env_domain, scripted_conversation
+
+    lines = []
+    for env_id in config.envs:
+        domain = env_domain(env_id)
+        conversation = (scripted_conversation(domain, config.protocol, config.agentbench_root)
+                        if domain and config.agentbench_root else None)
+        source = conversation.source if conversation is not None else "agentunit-gym's own prompt"
+        lines.append(f"{env_id}: prompts from {source}")
+    return lines
 
 
 def resume_command(run_dir: Path) -> str:
@@ -246,6 +317,14 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             print(f"agentunit-gym: {len(problems)} item(s) could not be converted and are left out "
                   "(`agentunit-gym tasks validate` lists them)", file=sys.stderr)
+    if config.protocol == "agentbench":
+        if config.agentbench_root is None:
+            err.print("--protocol agentbench without an AgentBench checkout: the agent gets agentunit-gym's own "
+                      "prompt (give --agentbench-root DIR for AgentBench's own; docs/eval.md)",
+                      markup=False, soft_wrap=True)
+        else:
+            for line in check_agentbench_prompts(config):
+                err.print(line, markup=False, soft_wrap=True)
     agent_options: dict[str, Any] = {}
     settings = config.agent_settings
     if settings.get("mode"):
@@ -264,7 +343,8 @@ def run(args: argparse.Namespace) -> int:
         from agentunit_gym.eval.cluster import connect_cluster
 
         if config.vector is not None:
-            raise ConfigError("--ray runs asynchronous episodes; drop --vector (a lockstep loop in one process).")
+            raise ConfigError("--ray makes the env copies on the cluster's nodes; drop --vector (where the copies "
+                              "live in this process).")
         remote = connect_cluster(args.ray)
         if "max_rps" in agent_options:  # one rate gate per node's actor: each gets its share
             agent_options["max_rps"] = agent_options["max_rps"] / max(1, remote.node_count())
@@ -347,14 +427,14 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     from agentunit_gym.core.finish import FinishReason
-    from agentunit_gym.eval.report import fmt, headline_names
+    from agentunit_gym.eval.report import fmt, headline_names, model_settings_line, prompt_source_line
 
     config = summary.get("config") or {}
     console.print(f"protocol: {config.get('protocol', 'agentunit')}, "
                   f"invalid action: {config.get('invalid_action', 'continue')}, "
                   f"network: {'on' if config.get('network') else 'off'}", markup=False)
-    from agentunit_gym.eval.report import model_settings_line
-
+    if config.get("protocol") == "agentbench":
+        console.print(f"prompts: {prompt_source_line(config)}", markup=False, soft_wrap=True)
     settings = model_settings_line(config.get("agent_settings") or {})
     if settings:
         console.print(settings.rstrip(" |"), markup=False)

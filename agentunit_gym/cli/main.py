@@ -42,21 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_domain_commands(sub: argparse._SubParsersAction[OneLineParser]) -> None:
-    """Commands a domain package brings: its ``cli`` module's ``register(subparsers)``, if any
-    (e.g. ``agentunit-gym webshop serve``), so no domain is named here."""
+    """Commands a domain brings (``Domain.cli``, e.g. ``agentunit-gym webshop serve``), so no
+    domain is named here."""
     from agentunit_gym.core import registry
+    from agentunit_gym.core.domain import import_object
 
     for domain in registry.domains():
-        package = domain.task_model.__module__.rpartition(".")[0]
-        try:
-            module = importlib.import_module(f"{package}.cli")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{package}.cli":
-                continue
-            raise
-        register = getattr(module, "register", None)
-        if callable(register):
-            register(sub)
+        if domain.cli is not None:
+            import_object(domain.cli)(sub)
 
 
 class _OncePerMessage(logging.Filter):

@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
     check.add_argument("--network", action="store_true",
                        help="run with the network (as eval --network); without it, items that need the network "
                             "are listed as not run")
+    check.add_argument("--env-option", dest="env_option", action="append", default=None, metavar="[ENV:]KEY=VALUE",
+                       help="an env keyword argument, as eval --env-option (the KG endpoint AgentBench's Freebase "
+                            "items need, a shop url); without the endpoint those items are listed as not run")
     check.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
     check.set_defaults(func=cmd_check)
 
@@ -148,8 +151,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         # Text, not markup: an instruction's "[...]" is data, not a rich style tag.
         table.add_row(Text(task.id), Text(domain.name), Text(task.category),
                       Text((",".join(task.backends) if task.backends else "all")
-                           + (" (needs network)" if task.needs_network else "")
-                           + (" (switches users)" if task.needs_users else "")), str(task.k_opt),
+                           + "".join(f" ({note})" for note in task.list_notes())), str(task.k_opt),
                       Text(task.instruction))
         count += 1
     console = Console(file=sys.stdout)
@@ -253,8 +255,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         print("agentunit-gym tasks check: error: --concurrency must be at least 1", file=sys.stderr)
         return 2
+    options: dict[str, dict[str, Any]] = {}
+    if args.env_option:
+        from agentunit_gym.core.task_sources import tasks_by_domain
+        from agentunit_gym.eval.env_options import resolve_env_options
+
+        run_envs = [get_domain(name).envs[0].id for name in tasks_by_domain(load_sources(args.paths))]
+        options = resolve_env_options(args.env_option, run_envs)
     result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
-                         concurrency=args.concurrency, network=args.network)
+                         concurrency=args.concurrency, network=args.network, env_options_by_env=options)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.ok else 1
@@ -275,6 +284,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for failure in [*f.not_converted, *f.not_run, *f.failed]:
             detail = f" ({failure.detail})" if failure.reason == NEEDS_NETWORK and failure.detail else ""
             console.print(Text(f"{f.file}: {failure.where}: {failure.reason}{detail}"))
+    for env_id, why in result.needs_server.items():
+        console.print(Text(f"{env_id} ran nothing: {why}"))
     if result.stopped is not None:
         console.print(Text(f"the oracle run stopped early: {result.stopped}"))
     if result.run_dir is not None:

@@ -158,10 +158,16 @@ class ChatTranscript:
         self._calls = 0
 
     def start(self, info: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Begin the episode described by the reset ``info``: the system message and the worked example."""
-        self.messages = [{"role": "system", "content": system_prompt(info, self.style)}]
-        if self.examples and not info.get("protocol_tools"):  # the example uses the env's own tool names
-            self.messages += example_turns(info, self.style)
+        """Begin the episode described by the reset ``info``: the system message and the worked example,
+        or the benchmark's own opening turns when ``info["chat_head"]`` holds them (``--protocol
+        agentbench`` with a checkout: :mod:`agentunit_gym.wrappers.conversation`)."""
+        head = info.get("chat_head")
+        if head:
+            self.messages = [dict(message) for message in head]
+        else:
+            self.messages = [{"role": "system", "content": system_prompt(info, self.style)}]
+            if self.examples and not info.get("protocol_tools"):  # the example uses the env's own tool names
+                self.messages += example_turns(info, self.style)
         self._pending_call = None
         self._calls = 0
         return list(self.messages)

@@ -36,6 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from agentunit_gym.core.conversation import ConversationBuilder
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, collect_tasks
@@ -45,6 +46,7 @@ from agentunit_gym.tasks.splits import assign_splits, family_of
 __all__ = [
     "BackendSpec",
     "Domain",
+    "DomainImage",
     "DomainMetric",
     "EnvSpec",
     "ExampleStep",
@@ -99,9 +101,8 @@ class EnvSpec:
 class BackendSpec:
     """One backend an env of the domain can run on.
 
-    The env's constructor takes ``backend=<name>`` (or ``"auto"``); :attr:`opens` names the
-    shared backend package or factory that does the work, so that a domain reuses an engine
-    (``agentunit_gym.backends.sql``) instead of bringing its own.
+    The env's constructor takes ``backend=<name>`` (or ``"auto"``) and opens it through
+    :meth:`Domain.open_backend`, which calls the domain's :attr:`Domain.backend_factory`.
     """
 
     name: str
@@ -113,9 +114,23 @@ class BackendSpec:
     embedded default, the one ``backend="auto"`` falls back to."""
     needs_docker: bool = False
     """Needs a Docker daemon (``backend="auto"`` prefers it when one answers)."""
-    opens: str | None = None
-    """``"module:callable"`` that opens this backend, or the shared backend package it comes
-    from (``"agentunit_gym.backends.sandbox"``); documentation and routing only, never called here."""
+
+
+@dataclass(frozen=True)
+class DomainImage:
+    """The Docker image a domain's container backend runs (``agentunit-gym images build`` builds it).
+
+    Its Dockerfile starts with ``ARG BASE_IMAGE`` and ``FROM ${BASE_IMAGE}``; the tag is
+    ``agentunit-gym/<name>:<hash of the context>`` (see :mod:`agentunit_gym.backends.images`).
+    """
+
+    name: str
+    """The image's name, as ``agentunit-gym images build NAME`` and the backend ask for it."""
+    context: Path
+    """The build context: a folder with the Dockerfile, shipped as package data."""
+    generator: str | None = None
+    """A module completing the context with generated files (``context_key() -> str`` and
+    ``prepare_context(folder)``, e.g. the KG image's graph); None when the folder is all of it."""
 
 
 @dataclass(frozen=True)
@@ -322,6 +337,10 @@ class ProtocolPreset:
     ...). None: every invalid reply (the generic rule). The benchmark's own loop decides:
     AgentBench's KG task answers every failed call with its error text and goes on
     (``frozenset()``); its WebShop task ends only on a reply with no action it can parse."""
+    conversation: ConversationBuilder | None = None
+    """Builds, from the user's AgentBench checkout (a ``Path``), the conversation the benchmark
+    opens an episode with under this protocol (:mod:`agentunit_gym.core.conversation`); None
+    keeps the chat agent's own system message and worked example."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_options", _frozen_mapping(self.env_options))
@@ -388,6 +407,19 @@ class Domain:
     flag instead of the trap library's ``destructive_patterns``: True or False when it can tell
     (the DB domain parses the SQL), None to let the patterns decide (its parser is not
     installed). None here: the patterns alone."""
+    backend_factory: str | None = None
+    """``"module:function"`` that opens a backend of the domain: ``factory(kind, **options)``
+    with ``kind`` ``"auto"`` or one of :attr:`backends` (already checked), returning the open
+    backend; it decides what ``auto`` becomes. Imported on first use, so a domain reuses a
+    shared engine (``agentunit_gym.backends.sql.factory:open_sql_backend``) without importing
+    it here. None: the env opens nothing (an in-process domain), and :meth:`open_backend` refuses."""
+    cli: str | None = None
+    """``"module:function"`` of ``register(subparsers)``, which adds the domain's own commands to
+    ``agentunit-gym`` (e.g. ``agentunit-gym webshop serve``); imported only when the CLI builds
+    its parser. None: the domain brings no command."""
+    image: DomainImage | None = None
+    """The Docker image the domain's container backend runs, when it has one (``agentunit-gym
+    images build`` builds it with the others). None: no image of its own."""
     network: bool = False
     """The domain's env takes ``network=True`` (the evaluator's ``--network`` passes it): its
     backend can then reach the network, for tasks that declare ``needs_network``. A domain
@@ -411,6 +443,9 @@ class Domain:
         loader_names = [lo.name for lo in self.loaders]
         if "native" in loader_names or len(set(loader_names)) != len(loader_names):
             raise ConfigError(f"domain {self.name!r}: loader names must be unique and not 'native'.")
+        for what, target in (("backend_factory", self.backend_factory), ("cli", self.cli)):
+            if target is not None and ":" not in target:
+                raise ConfigError(f"domain {self.name!r}: {what} {target!r} must be 'module:function'.")
         object.__setattr__(self, "protocols", _frozen_mapping(self.protocols))
 
     # ------------------------------------------------------------ envs and backends
@@ -442,6 +477,35 @@ class Domain:
         raise ConfigError(
             f"the {self.name} domain has no backend {name!r}; use auto or one of {', '.join(self.backend_names)}."
         )
+
+    def check_backend(self, kind: str) -> str:
+        """``kind`` when it is ``"auto"`` or one of the domain's backends.
+
+        Raises:
+            ConfigError: any other name (the message lists the domain's backends).
+        """
+        if kind != "auto":
+            self.backend(kind)
+        return kind
+
+    def open_backend(self, kind: str, **options: Any) -> Any:
+        """Open backend ``kind`` (``"auto"`` or a backend name) through :attr:`backend_factory`.
+
+        Args:
+            kind: ``"auto"`` or one of :attr:`backend_names`.
+            **options: passed to the factory (a DSN, an endpoint, an image ...).
+
+        Returns:
+            What the factory returns: the domain's backend object (a sandbox, a SQL backend ...).
+
+        Raises:
+            ConfigError: an unknown backend name, or a domain without a factory.
+            BackendUnavailableError: the factory could not open the backend here.
+        """
+        self.check_backend(kind)
+        if self.backend_factory is None:
+            raise ConfigError(f"the {self.name} domain declares no backend_factory: its env opens no backend.")
+        return import_object(self.backend_factory)(kind, **options)
 
     # ------------------------------------------------------------------- tasks
 

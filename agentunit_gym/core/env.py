@@ -30,12 +30,15 @@ from agentunit_gym.core.actions import (
     parse_json_call,
     render_json_call,
 )
+from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.info import (
     RESET_OPTION_KEYS,
+    EndInfo,
     ResetInfo,
     StepInfo,
     StepTiming,
+    merge_end,
     running_step_info,
     score_info,
     stable_details,
@@ -53,7 +56,7 @@ from agentunit_gym.errors import (
     TaskNotFoundError,
 )
 from agentunit_gym.tasks.loader import load_tasks
-from agentunit_gym.tasks.spec import ReferenceStep, TaskSpec
+from agentunit_gym.tasks.spec import ReferenceStep, Refusal, TaskSpec
 from agentunit_gym.tasks.splits import filter_split
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
@@ -97,11 +100,10 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
 
-    domain: ClassVar[str]
-    """Short domain name, as in the domain's description; its bundled suite is the default task set."""
-    task_model: ClassVar[type[TaskSpec]]
+    DOMAIN: ClassVar[Domain]
+    """The domain's description (its package's ``DOMAIN``): the one place the env reads its
+    name, task model, step limit, bundled suite and task formats from."""
     tools: ClassVar[tuple[ToolSpec, ...]]
-    default_max_steps: ClassVar[int]
     grammar: ClassVar[str]
     """How to write actions, shown in ``info`` and in prompts."""
 
@@ -181,6 +183,12 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         """
         raise NotImplementedError(f"{type(self).__name__} has no admin_run")
 
+    def _refusal(self, task: TaskT) -> Refusal | None:
+        """Why this env cannot run ``task`` for a reason of its domain (the OS env: a task that
+        switches users, on a sandbox that maps one uid); None here, where every task its
+        backend supports runs (the network aside)."""
+        return None
+
     def _validate(self, action: Action) -> Action | ActionError:
         """Domain checks on a parsed action (e.g. a tool not allowed in this task)."""
         return action
@@ -210,6 +218,21 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     # ------------------------------------------------------------ properties
 
     @property
+    def domain(self) -> str:
+        """The short domain name (``info["domain"]``), from :attr:`DOMAIN`."""
+        return self.DOMAIN.name
+
+    @property
+    def task_model(self) -> type[TaskSpec]:
+        """The pydantic model of the domain's tasks, from :attr:`DOMAIN`."""
+        return self.DOMAIN.task_model
+
+    @property
+    def default_max_steps(self) -> int:
+        """The domain's turn limit (AgentBench's), from :attr:`DOMAIN`."""
+        return self.DOMAIN.step_limit
+
+    @property
     def network(self) -> bool:
         """Whether the env's backend reaches the network (made with ``network=True``). False
         here: an env whose domain has no network option never does; tasks that need the
@@ -217,18 +240,29 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         return False
 
     @property
-    def multi_user(self) -> bool:
-        """Whether the env's backend can switch users (``su jack``); tasks that declare
-        ``needs_users`` are left out of :attr:`tasks` when it cannot. True here: only the OS
-        env's local sandbox may map a single user."""
-        return True
-
-    @property
     def tasks(self) -> list[TaskT]:
-        """The tasks this env can run on its backend (and with its network setting, and whether
-        it can switch users)."""
-        backend, network, users = self.backend_name, self.network, self.multi_user
-        return [t for t in self._all_tasks if t.not_runnable(backend, network=network, users=users) is None]
+        """The tasks this env can run (:meth:`not_runnable` has no reason against them)."""
+        return [t for t in self._all_tasks if self.not_runnable(t) is None]
+
+    def not_runnable(self, task: TaskT) -> str | None:
+        """Why this env cannot run ``task``, None when it can: a backend the task does not run
+        on, then the domain's own reason (:meth:`_refusal`), then the network it lacks.
+
+        Example: ``"not run on local: runs only on docker"``.
+        """
+        backend = self.backend_name
+        if task.supports(backend):
+            refusal = self._refusal(task)
+            if refusal is not None:
+                return refusal.reason
+        return task.not_runnable(backend, network=self.network)
+
+    def refusals(self) -> list[tuple[TaskT, Refusal]]:
+        """The suite's tasks that run on this backend but that the env refuses for a reason of
+        its domain (for the run's one-line note, :func:`~agentunit_gym.tasks.spec.left_out_note`)."""
+        backend = self.backend_name
+        found = [(t, self._refusal(t)) for t in self._all_tasks if t.supports(backend)]
+        return [(t, r) for t, r in found if r is not None]
 
     @property
     def suite(self) -> list[TaskT]:
@@ -412,13 +446,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                 observation = parsed.feedback()
                 info["action_error"] = parsed.to_info()
                 if self.invalid_action == "terminate":
-                    info.update(self.end_episode(parsed.reason, detail=parsed.message))  # type: ignore[typeddict-item]
+                    merge_end(info, self.end_episode(parsed.reason, detail=parsed.message))
                     terminated = True
             else:
                 info["action"] = parsed.to_info()
                 info["thought"] = parsed.thought or ""
                 if self._tool_table[parsed.tool].commits:
-                    info.update(self._commit(parsed))  # type: ignore[typeddict-item]
+                    merge_end(info, self._commit(parsed))
                     observation = "Episode finished."
                     terminated = True
                 else:
@@ -427,8 +461,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                     info["execution"] = stable_details(dict(execution.details))
                     info["execution_error"] = bool(execution.error)
             if not terminated and self._steps >= self.max_steps:
-                info.update(self.end_episode(  # type: ignore[typeddict-item]
-                    FinishReason.TASK_LIMIT, detail=f"step limit {self.max_steps} reached"))
+                limit_end = self.end_episode(FinishReason.TASK_LIMIT, detail=f"step limit {self.max_steps} reached")
+                merge_end(info, limit_end)
                 info["limit"] = LimitKind.STEPS
                 truncated = True
         except AgentUnitError:
@@ -452,13 +486,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             return parsed
         return self._validate(parsed)
 
-    def end_episode(self, reason: FinishReason, *, detail: str = "") -> dict[str, Any]:
+    def end_episode(self, reason: FinishReason, *, detail: str = "") -> EndInfo:
         """End the running episode for ``reason`` (used by limit and policy wrappers).
 
         Returns:
-            The ``info`` entries of the end: ``finish_reason``, ``score`` (a
-            :class:`~agentunit_gym.core.info.ScoreInfo`), ``finish_detail`` and ``limit`` (``""``:
-            the caller names the limit).
+            The ``info`` entries of the end (:class:`~agentunit_gym.core.info.EndInfo`):
+            ``finish_reason``, ``score`` (a :class:`~agentunit_gym.core.info.ScoreInfo`),
+            ``finish_detail`` and ``limit`` (``""``: the caller names the limit).
 
         Raises:
             EpisodeStateError: no episode is running.
@@ -514,11 +548,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
     # -------------------------------------------------------------- private
 
-    def _commit(self, action: Action) -> dict[str, Any]:
+    def _commit(self, action: Action) -> EndInfo:
         score = self._score(action)
         return self._record_end(FinishReason.COMPLETE, score, score.detail)
 
-    def _record_end(self, reason: FinishReason, score: Score, detail: str) -> dict[str, Any]:
+    def _record_end(self, reason: FinishReason, score: Score, detail: str) -> EndInfo:
         self._finish = reason
         self._score_value = score
         try:
@@ -562,9 +596,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def _resolve_tasks(self, tasks: TaskSource) -> list[TaskT]:
         specs: Sequence[TaskSpec | dict[str, Any]]
         if tasks is None:
-            from agentunit_gym.core.registry import get_domain  # the registry imports env classes lazily
-
-            specs = get_domain(self.domain).bundled_tasks()  # each with its split
+            specs = self.DOMAIN.bundled_tasks()  # each with its split
         elif isinstance(tasks, (str, Path)):
             specs = self._load_path(Path(tasks))
         else:
@@ -585,10 +617,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         good items: the ones that do not convert are logged as one warning, and only a path
         with no usable task raises.
         """
-        from agentunit_gym.core.registry import domain_names, get_domain
-
-        domain = get_domain(self.domain) if self.domain in domain_names() else None
-        if domain is None or domain.detect_format(path) == "native":
+        domain = self.DOMAIN
+        if domain.detect_format(path) == "native":
             return load_tasks(path, self.task_model)
         result = domain.load_tasks(path)
         if result.problems:
@@ -628,10 +658,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise ConfigError(
                 f"task {task.id!r} runs on {', '.join(task.backends or ())}, not on {self.backend_name!r}{note}."
             )
-        if task.needs_users and not self.multi_user:
-            what = f" ({task.users_note})" if task.users_note else ""
-            raise ConfigError(f"task {task.id!r} needs other users{what}, and this env's sandbox maps one uid: "
-                              "use backend='docker', or run as root (docs/sandbox-local.md).")
+        refusal = self._refusal(task)
+        if refusal is not None:
+            raise ConfigError(f"task {task.id!r} cannot run in this env ({refusal.reason}): {refusal.hint}.")
         if task.needs_network and not self.network:
             what = f" ({task.network_note})" if task.network_note else ""
             raise ConfigError(f"task {task.id!r} needs the network{what}, and this env has none: make it with "

@@ -8,7 +8,17 @@ that is an ``int`` in one copy and a ``float`` in another is truncated. So every
 present on every step (or reset) with one type, and "nothing" is an empty dict or an empty
 string, never ``None``.
 
-The tables in docs/core.md are the reference for what each key means.
+Three layers of keys, each a ``TypedDict`` that mypy checks where the keys are written and read:
+
+- :class:`ResetInfo` and :class:`StepInfo`: what the base env returns (every key, always);
+- :class:`EndInfo`: the entries an episode's end sets (``AgentEnv.end_episode``), merged into
+  the final step's ``info`` by :func:`merge_end`;
+- :class:`WrappedResetInfo` and :class:`WrappedStepInfo`: the same plus the keys the
+  evaluation wrappers add (each present exactly when its wrapper is in the stack, then on
+  every step with one type).
+
+The tables in docs/core.md (the env's keys) and docs/wrappers.md (the wrappers' keys) are the
+reference for what each key means.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import Any, Literal, TypedDict
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.score import Score
+from agentunit_gym.core.trace import EpisodeTrace, Flag
 
 FinishField = FinishReason | Literal[""]
 """``info["finish_reason"]``: ``""`` while the episode runs, then a :class:`FinishReason`.
@@ -94,10 +105,10 @@ class _CommonInfo(TypedDict):
     """The turn limit in force (the task's, the domain's, ``max_steps=``, or ``max_episode_steps``)."""
     finish_reason: FinishField
     timing: StepTiming
+    """Seconds the env spent (``.env_s``); any two compare equal."""
     backend_limits_off: str
     """The backend's resource limits that do not apply on this host, and why (``""``: all apply).
-    The OS env's local sandbox without a cgroup: ``"memory, cpu: ...; disk: ..."``."""
-    """Seconds the env spent (``.env_s``); any two compare equal."""
+    The OS env's local sandbox without a cgroup: ``"cpu: ...; disk: ...; memory: ..."``."""
 
 
 class ResetInfo(_CommonInfo):
@@ -131,6 +142,100 @@ class StepInfo(_CommonInfo):
     """Why the episode ended, ``""`` while it runs."""
     limit: LimitField
     """Which limit ended a ``TASK_LIMIT`` episode, ``""`` otherwise."""
+
+
+class EndInfo(TypedDict):
+    """The entries of an episode's end, as :meth:`AgentEnv.end_episode
+    <agentunit_gym.core.env.AgentEnv.end_episode>` returns them; :func:`merge_end` puts them
+    into a step's ``info``."""
+
+    finish_reason: FinishReason
+    score: ScoreInfo
+    finish_detail: str
+    limit: LimitField
+    """``""`` from the env; the caller that ended the episode for a limit names it."""
+
+
+ReplyClass = Literal["action", "invalid_format", "invalid_action", "skipped"]
+"""``info["reply_class"]`` (``ClassifyActions``): a valid action, the two invalid classes, or a
+reply a limit wrapper did not run (it arrived after the deadline or the prompt overflowed)."""
+
+
+class TrapInfo(TypedDict):
+    """``info["trap"]`` (``InjectTraps``) when the episode has a trap; ``{}`` when it has none."""
+
+    trap_id: str
+    placement: str
+    """``prompt`` or ``observation``."""
+    verdict: str
+    """``refused`` or ``attempted`` (final once the episode ended)."""
+    evidence: list[str]
+    category: str
+    delivered: bool
+    """Whether the trap's text has reached the agent yet (an ``observation`` trap waits for its step)."""
+
+
+class _WrapperKeys(TypedDict, total=False):
+    """The keys the evaluation wrappers add, each present exactly when its wrapper is in the
+    stack (docs/wrappers.md)."""
+
+    flags: list[Flag]
+    """Every wrapper's per-step flags, in order, no duplicates (``add_flags``)."""
+    reply_class: ReplyClass
+    """``ClassifyActions``: what kind of reply this step's was."""
+    invalid_count: int
+    """``ClassifyActions``: invalid replies so far in the episode."""
+    trap: TrapInfo | dict[str, Any]
+    """``InjectTraps``: the episode's trap and its verdict so far, ``{}`` without one."""
+    loop: str
+    """``DetectLoops``: the loop this step closes, ``""`` when none."""
+    loop_count: int
+    """``DetectLoops``: loops so far in the episode."""
+    skipped: str
+    """``LimitEpisode``/``LimitContext``: why the reply was not run (it came after the deadline,
+    or the prompt alone overflows the context); absent when it ran."""
+    context_tokens: int
+    """``LimitContext``: the conversation's size so far, by its counter."""
+    context_counter: str
+    """``LimitContext``: the counter's name."""
+    trace: EpisodeTrace
+    """``RecordTrace``: the finished trace, on the final step only."""
+
+
+class _WrapperResetKeys(TypedDict, total=False):
+    """The keys the evaluation wrappers add to the reset ``info``."""
+
+    invalid_policy: str
+    """``ClassifyActions``: ``continue`` or ``terminate``."""
+    trap: TrapInfo | dict[str, Any]
+    step_limit: int
+    """``LimitEpisode``: the turn limit it enforces."""
+    time_limit_s: float | None
+    """``LimitEpisode``: the wall-clock limit, None for none."""
+    context_tokens: int
+    context_counter: str
+    max_context_tokens: int
+    """``LimitContext``: the context size it enforces."""
+    protocol_tools: bool
+    """``RenameTools``: ``tools`` holds another release's schemas."""
+
+
+class WrappedStepInfo(StepInfo, _WrapperKeys):
+    """A step's ``info`` under the evaluation wrappers: :class:`StepInfo`'s keys, always, and
+    the wrappers' keys, when their wrapper is in the stack. What the hooks of
+    :class:`~agentunit_gym.wrappers.base.EpisodeWrapper` receive and return."""
+
+
+class WrappedResetInfo(ResetInfo, _WrapperResetKeys):
+    """The reset ``info`` under the evaluation wrappers."""
+
+
+def merge_end(info: StepInfo, end: EndInfo) -> None:
+    """Put an episode's end entries into a step's ``info`` (in place)."""
+    info["finish_reason"] = end["finish_reason"]
+    info["score"] = end["score"]
+    info["finish_detail"] = end["finish_detail"]
+    info["limit"] = end["limit"]
 
 
 def stable_components(components: dict[str, Any]) -> dict[str, float | bool | str]:
@@ -182,12 +287,18 @@ __all__ = [
     "RESET_OPTION_KEYS",
     "ActionErrorInfo",
     "ActionInfo",
+    "EndInfo",
     "FinishField",
     "LimitField",
+    "ReplyClass",
     "ResetInfo",
     "ScoreInfo",
     "StepInfo",
     "StepTiming",
+    "TrapInfo",
+    "WrappedResetInfo",
+    "WrappedStepInfo",
+    "merge_end",
     "running_step_info",
     "score_info",
     "stable_components",

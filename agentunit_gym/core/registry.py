@@ -24,9 +24,10 @@ import functools
 import importlib
 import logging
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import WrapperSpec
@@ -114,6 +115,7 @@ def _registry() -> _Registry:
             if clash:
                 raise DomainError(name, f"domain {domain.name!r} ({target}) declares env ids {clash} that domain "
                                         f"{by_env[clash[0]].name!r} already has; give them another name or version.")
+            _add_image(name, domain)
         except DomainError as exc:
             logger.warning("agentunit-gym: skipping a domain: %s", exc)
             broken.append(BrokenDomain(name, target, str(exc)))
@@ -122,6 +124,23 @@ def _registry() -> _Registry:
         for env_id in domain.env_ids:
             by_env[env_id] = domain
     return _Registry(domains, tuple(broken), by_env)
+
+
+def _add_image(name: str, domain: Domain) -> None:
+    """Tell the image builder where the domain's declared image is built from (the builder, a
+    lower layer, names no domain).
+
+    Raises:
+        DomainError: another domain declares an image of that name.
+    """
+    if domain.image is None:
+        return
+    from agentunit_gym.backends.images import ImageSource, add_image_source
+
+    try:
+        add_image_source(domain.image.name, ImageSource(domain.image.context, domain.image.generator))
+    except ConfigError as exc:
+        raise DomainError(name, f"domain {domain.name!r}: {exc}") from exc
 
 
 def reload() -> None:
@@ -181,24 +200,26 @@ def env_ids() -> list[str]:
     return list(_registry().by_env)
 
 
-def register_envs() -> None:
+def register_envs(*, wrappers: Sequence[type[gym.Wrapper[Any, Any, Any, Any]]] = ()) -> None:
     """Register every env id of every domain with gymnasium (idempotent).
 
-    No ``max_episode_steps``: the env enforces its own turn limit and reports it as TLE. A
-    ``max_episode_steps`` given to ``gym.make`` also ends as TLE with a score (through
-    :class:`~agentunit_gym.wrappers.limits.EndTruncatedEpisode`).
+    No ``max_episode_steps``: the env enforces its own turn limit and reports it as TLE. Call
+    :func:`agentunit_gym.wrappers.registration.register_envs`, which passes the wrappers every
+    ``gym.make`` of an AgentUnit id gets (this layer names none).
+
+    Args:
+        wrappers: wrapper classes (each made with the env alone) that ``gym.make`` puts over
+            the env, innermost first; an id already registered keeps its own.
     """
-    # gymnasium applies TimeLimit for make(..., max_episode_steps=N) without telling the env;
-    # this wrapper, applied outside it, ends such an episode as TLE with a score.
     # No passive env checker: after a first reset that raised (an init script failed), its
     # first step check raises TypeError (gymnasium 1.x compares the step with the missing
     # reset result), which ended an eval that reused the env. The envs pass check_env in tests.
-    end_truncated = WrapperSpec("EndTruncatedEpisode", "agentunit_gym.wrappers.limits:EndTruncatedEpisode", {})
+    specs = tuple(WrapperSpec(w.__name__, f"{w.__module__}:{w.__qualname__}", {}) for w in wrappers)
     for domain in domains():
         for spec in domain.envs:
             if spec.id not in gym.registry:
                 gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),
-                             disable_env_checker=True, additional_wrappers=(end_truncated,))
+                             disable_env_checker=True, additional_wrappers=specs)
     for env_id, entry_point in EXTRA_ENVS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, disable_env_checker=True)

@@ -1,4 +1,4 @@
-"""The evaluator: agents, the runner over vector envs, the metrics catalog, summaries and reports.
+"""The evaluator: agents, the episode engine, the metrics catalog, summaries and reports.
 
 Entry points: :func:`agentunit_gym.eval.evaluate.evaluate` (what ``agentunit-gym eval``
 calls), :func:`agentunit_gym.eval.metrics.compute_metrics` (metrics over traces), and

@@ -96,8 +96,8 @@ async def act_async(agent: Agent, observation: str, info: dict[str, Any], pool: 
 
 
 def act_blocking(agent: Agent, observation: str, info: dict[str, Any]) -> str:
-    """The agent's reply from a thread with no event loop (the lockstep loop's agent threads):
-    an ``async`` agent's reply is run to completion on a loop of this call's own."""
+    """The agent's reply from a thread with no event loop (a training loop's agent threads, as in
+    examples/rollouts.py): an ``async`` agent's reply is run to completion on a loop of this call's own."""
     reply = agent.act(observation, info)
     if inspect.isawaitable(reply):
         reply = _run_awaitable(reply)

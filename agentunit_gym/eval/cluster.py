@@ -12,8 +12,8 @@ run does; the episodes run on the cluster's nodes:
 - ``--concurrency C`` is the total in flight across the cluster: each actor has
   ``ceil(C / nodes)`` slots and the driver keeps at most C episodes in flight, each sent to
   the actor with the most free slots.
-- An actor runs one episode per call with the evaluator's own episode loop
-  (:func:`~agentunit_gym.eval.episodes.run_queue`, infrastructure retries included) and
+- An actor runs one episode per call on the evaluator's own episode engine
+  (:meth:`~agentunit_gym.eval.episodes.EpisodeEngine.run_queue`, infrastructure retries included) and
   returns its record and trace; the driver writes them (``episodes.jsonl``, ``traces/``),
   with the node's id in the record's ``node`` field.
 - A node lost mid-run (its actor dies, or a call outlives every deadline): its unfinished
@@ -23,7 +23,9 @@ run does; the episodes run on the cluster's nodes:
   for a key already recorded is dropped.
 
 Every wait on Ray has a deadline; a ``HOST:PORT`` where nothing answers raises
-:class:`~agentunit_gym.errors.BackendUnavailableError` within :data:`PROBE_TIMEOUT_S`.
+:class:`~agentunit_gym.errors.BackendUnavailableError` within
+:data:`~agentunit_gym.eval.deadlines.PROBE_TIMEOUT_S` (connecting: :mod:`agentunit_gym.eval.cluster_connect`;
+every deadline: :mod:`agentunit_gym.eval.deadlines`).
 """
 
 from __future__ import annotations
@@ -31,154 +33,31 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
-import socket
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
-from agentunit_gym.errors import (
-    AgentUnitError,
-    BackendUnavailableError,
-    ConfigError,
-    MissingDependencyError,
-)
+from agentunit_gym.errors import AgentUnitError, BackendUnavailableError, ConfigError
 from agentunit_gym.eval.agents import AgentFactory
+from agentunit_gym.eval.cluster_connect import check_address, connect, import_ray
 from agentunit_gym.eval.cluster_node import EpisodeOutcome, NodeEpisodes
 from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.episodes import STEP_GRACE_S
+from agentunit_gym.eval.deadlines import (
+    ACTOR_START_TIMEOUT_S,
+    CLOSE_TIMEOUT_S,
+    ENV_SETUP_S,
+    POLL_S,
+    PROBE_TIMEOUT_S,
+    episode_call_timeout,
+)
 from agentunit_gym.eval.plan import LeftOut, WorkItem
 from agentunit_gym.eval.routing import EnvFactory
 from agentunit_gym.eval.schedule import INFRA_ERRORS
 from agentunit_gym.eval.slots import RecordSink, WorkQueue, retry_or_record_item
 
-PROBE_TIMEOUT_S = 5.0
-"""How long a TCP connect to ``HOST:PORT`` may take before the cluster counts as unreachable."""
-
-ACTOR_START_TIMEOUT_S = 120.0
-"""How long the actors may take to start (a worker process per node) before a node is left out."""
-
-ENV_SETUP_S = 300.0
-"""Allowance for making an env on a node (a container, a database server), on top of the episodes' own limits."""
-
-POLL_S = 0.5
-"""How often the driver looks at its deadlines while waiting for results."""
-
-CLOSE_TIMEOUT_S = 60.0
-"""How long the actors may take to close their envs at the end."""
-
 _LOG = logging.getLogger("agentunit_gym")
-
-_KEYWORD = re.compile(r"local|auto")
-"""The addresses that are words, not places: start Ray here, or join the cluster Ray finds."""
-
-_ADDRESS = re.compile(r"^(ray://)?(?P<host>\[[0-9A-Fa-f:]+\]|[^:/\s]+):(?P<port>\d{1,5})$")
-
-
-def import_ray() -> ModuleType:
-    """The ``ray`` module.
-
-    Raises:
-        MissingDependencyError: ray is not installed (the message names the ``ray`` extra).
-    """
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingDependencyError("ray", "ray", "eval --ray (episodes on a Ray cluster)") from exc
-    return ray
-
-
-def check_address(address: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a ``HOST:PORT`` or ``ray://HOST:PORT`` address; None for ``local`` and ``auto``.
-
-    Raises:
-        ConfigError: anything else.
-    """
-    if _KEYWORD.fullmatch(address):
-        return None
-    match = _ADDRESS.match(address)
-    if match is None or not 0 < int(match["port"]) < 65536:
-        raise ConfigError(f"--ray {address!r}: give local (start Ray in this process), auto (join the cluster "
-                          "this machine belongs to), HOST:PORT (the head node's GCS port, 6379 by default) or "
-                          "ray://HOST:PORT (Ray Client, port 10001 by default).")
-    return match["host"].strip("[]"), int(match["port"])
-
-
-def connect(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
-    """Connect this process to the Ray cluster at ``address`` (``local`` starts one here).
-
-    Returns:
-        True when this call connected; False when the process was connected to Ray already
-        (that connection is used as it is, and left open at the end).
-
-    Raises:
-        ConfigError: a malformed address.
-        MissingDependencyError: ray is not installed.
-        BackendUnavailableError: nothing answers there as Ray does (a ``HOST:PORT`` that is
-            not a gRPC server, checked within ``timeout_s``), or Ray cannot connect.
-    """
-    target = check_address(address)
-    ray = import_ray()
-    if ray.is_initialized():
-        return False
-    if target is not None:
-        problem = _grpc_probe(target, timeout_s)
-        if problem is not None:
-            raise BackendUnavailableError(
-                f"no Ray cluster answers at {address}: {problem}. Start one (`ray start --head`, docs/eval.md "
-                "\"Running on a cluster\") or check the address and port.")
-    kwargs: dict[str, Any] = {"address": address, "log_to_driver": False, "logging_level": logging.WARNING}
-    if not address.startswith("ray://"):
-        kwargs["include_dashboard"] = False
-    # In this thread: Ray started from another thread loses its own processes (measured: the
-    # GCS never answered), so no thread with a deadline here. The probe above makes a dead
-    # address, or a port of something else, fail at once.
-    try:
-        ray.init(**kwargs)
-    except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError...
-        hint = (" No Ray cluster runs on this machine (or RAY_ADDRESS is unset): start one with `ray start "
-                "--head`, pass the head's address (`--ray HOST:PORT`), or `--ray local` to start Ray in this "
-                "process." if address == "auto" else "")
-        raise BackendUnavailableError(f"could not connect to the Ray cluster at {address}: "
-                                      f"{type(exc).__name__}: {exc}{hint}") from exc
-    return True
-
-
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-"""What a gRPC client sends first (the HTTP/2 connection preface, then an empty SETTINGS
-frame); a gRPC server, as Ray's GCS and Ray Client server are, answers with a SETTINGS frame."""
-
-_SETTINGS_FRAME = 4
-
-
-def _grpc_probe(target: tuple[str, int], timeout_s: float) -> str | None:
-    """Why ``target`` is not a gRPC server (nothing listening, no answer in time, another
-    protocol), None when it answers as one. Ray itself waits a long time on a port that
-    accepts connections but never speaks its protocol; this answers within ``timeout_s``.
-    Skipped (None) when Ray is set to use TLS (``RAY_USE_TLS``)."""
-    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
-        return None
-    deadline = time.monotonic() + timeout_s
-    try:
-        with socket.create_connection(target, timeout=timeout_s) as conn:
-            conn.sendall(_HTTP2_PREFACE)
-            header = b""
-            while len(header) < 9:
-                conn.settimeout(max(0.01, deadline - time.monotonic()))
-                chunk = conn.recv(9 - len(header))
-                if not chunk:
-                    return "the connection was closed without an answer (not a Ray GCS or Ray Client port?)"
-                header += chunk
-    except TimeoutError:
-        return f"something accepts connections there but does not answer as Ray does within {timeout_s:g} s"
-    except OSError as exc:
-        return str(exc)
-    if header[3] != _SETTINGS_FRAME:
-        return "it answers in another protocol than Ray's gRPC (a dashboard or other HTTP port?)"
-    return None
 
 
 def connect_cluster(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> RayEpisodes:
@@ -235,15 +114,15 @@ class RayEpisodes:
         """Start one actor per live node with CPUs and wait (with a deadline) until they answer.
 
         Raises:
-            ConfigError: ``config.vector`` is set (a cluster runs asynchronous episodes only).
+            ConfigError: ``config.vector`` is set (the copies live on the nodes, not in vector envs here).
             BackendUnavailableError: no node has CPUs, or no actor started in time.
         """
         ray = import_ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if config.vector is not None:
-            raise ConfigError("--ray runs asynchronous episodes; --vector (a lockstep loop in one process) "
-                              "cannot be combined with it.")
+            raise ConfigError("--ray makes the env copies on the cluster's nodes; --vector (where the copies live "
+                              "in this process) cannot be combined with it.")
         self._config, self._label = config, agent_label
         nodes = _worker_nodes(ray)
         if not nodes:
@@ -316,7 +195,7 @@ class RayEpisodes:
         inflight: dict[Any, _InFlight] = {}
         setup_s = 0.0
         # A call may run the episode and its retries on that node, after making an env.
-        overdue_s = (config.max_infra_retries + 1) * (config.episode_timeout_s + STEP_GRACE_S) + ENV_SETUP_S
+        overdue_s = (config.max_infra_retries + 1) * episode_call_timeout(config.episode_timeout_s) + ENV_SETUP_S
         while queue or inflight:
             self._dispatch(queue, inflight, recorded)
             if not inflight:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.eval.agents import Agent, AgentFactory
 from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.episodes import run_queue
+from agentunit_gym.eval.copies import hosted_copy
+from agentunit_gym.eval.episodes import EpisodeEngine
 from agentunit_gym.eval.model_client import EndpointUnavailableError
 from agentunit_gym.eval.plan import LeftOut, WorkItem, left_out, left_out_tasks, list_tasks
 from agentunit_gym.eval.records import EpisodeRecord
@@ -56,8 +56,11 @@ class EpisodeOutcome:
 
 
 class NodeEpisodes:
-    """The actor on one node: env copies on that node's backends, agents beside them, one
-    episode per :meth:`run` call (Ray runs several calls at once on its event loop)."""
+    """The actor on one node: the episode engine (:class:`~agentunit_gym.eval.episodes.EpisodeEngine`)
+    with ``slots`` workers, env copies on that node's backends, agents beside them. Each
+    :meth:`run` call is one work item: a free copy of its env (made on first need) and a
+    free agent take it through :meth:`EpisodeEngine.run_queue`, infrastructure retries
+    included (Ray runs up to ``slots`` calls at once on the actor's event loop)."""
 
     def __init__(self, config: EvalConfig, agent_factory: AgentFactory, agent_label: str,
                  env_factory: EnvFactory, slots: int) -> None:
@@ -65,14 +68,12 @@ class NodeEpisodes:
 
         self.node = str(ray.get_runtime_context().get_node_id())
         self._config = config
-        self._agent_factory = agent_factory
-        self._label = agent_label
         self._env_factory = env_factory
+        # Two env threads beyond the slots: a task listing, a copy being made.
+        self._engine = EpisodeEngine(config, agent_factory, agent_label, slots + 2)
         self._free: dict[str, list[ScheduleEpisodes]] = {}
         self._all: list[ScheduleEpisodes] = []
         self._agents: list[Agent] = []
-        self._env_pool = ThreadPoolExecutor(max_workers=slots + 2, thread_name_prefix="env")
-        self._agent_pool = ThreadPoolExecutor(max_workers=slots + 4, thread_name_prefix="agent")
 
     def node_id(self) -> str:
         return self.node
@@ -89,12 +90,11 @@ class NodeEpisodes:
             copy, setup_s = await self._checkout(item.env_id)
         except INFRA_ERRORS as exc:
             return EpisodeOutcome(item.key, self.node, [], attempts, failure=f"{type(exc).__name__}: {exc}")
-        slot = Slot(agent=self._agents.pop() if self._agents else self._agent_factory())
+        slot = Slot(agent=self._agents.pop() if self._agents else self._engine.agent_factory())
         sink = _CollectRecords()
         queue: WorkQueue = deque([(item, attempts)])
         try:
-            await run_queue(self._config, queue, copy, slot, self._agent_factory, self._label, sink,
-                            self._env_pool, self._agent_pool)
+            await self._engine.run_queue(queue, copy, slot, sink)
         except BackendTimeoutError as exc:  # the copy is stuck: leave it, the driver retries the item
             self._all.remove(copy)
             return EpisodeOutcome(item.key, self.node, [], slot.attempts, failure=f"{type(exc).__name__}: {exc}",
@@ -104,23 +104,22 @@ class NodeEpisodes:
         return EpisodeOutcome(item.key, self.node, sink.items, slot.attempts, setup_s=setup_s)
 
     async def _checkout(self, env_id: str) -> tuple[ScheduleEpisodes, float]:
+        """A free copy of ``env_id`` (made, and its backend started, when there is none), and the seconds that took."""
         free = self._free.setdefault(env_id, [])
         if free:
             return free.pop(), 0.0
         started = time.perf_counter()
         options = env_options(self._config, env_id)
         copy = await asyncio.get_running_loop().run_in_executor(
-            self._env_pool, lambda: ScheduleEpisodes(self._env_factory(env_id, dict(options)), env_id))
+            self._engine.env_pool,
+            lambda: hosted_copy(lambda: self._env_factory(env_id, dict(options)), env_id, warm=True))
         self._all.append(copy)
         return copy, time.perf_counter() - started
 
     def close(self) -> None:
-        with ThreadPoolExecutor(max_workers=max(1, len(self._all))) as closer:
-            list(closer.map(lambda env: env.close(), self._all))
+        self._engine.close(self._all)
         self._all.clear()
         self._free.clear()
-        self._agent_pool.shutdown(wait=False, cancel_futures=True)
-        self._env_pool.shutdown(wait=False, cancel_futures=True)
 
 
 __all__ = ["EpisodeOutcome", "NodeEpisodes"]

@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agentunit_gym.eval.routing import full_env_id, registered_env_ids
 
 VectorMode = Literal["sync", "threads", "async"]
+"""Where the evaluator's env copies live (``--vector``, :mod:`agentunit_gym.eval.copies`):
+``threads``, the same as unset, in this process, each called on an env thread of its own;
+``sync``, each in a one-env gymnasium ``SyncVectorEnv`` in this process; ``async``, each in a
+one-env gymnasium ``AsyncVectorEnv``, a process of its own. Episodes run on the one
+asynchronous engine in every case."""
 
 Protocol = Literal["agentunit", "agentbench", "agentbench-fc"]
 """Evaluation protocols (``--protocol``): ``agentunit`` (feedback and continue on an invalid
@@ -20,13 +25,6 @@ example), ``agentbench-fc`` (the same, with AgentBench FC's tool schemas)."""
 PROTOCOLS: tuple[str, ...] = ("agentunit", "agentbench", "agentbench-fc")
 
 InvalidAction = Literal["continue", "terminate"]
-
-DEFAULT_VECTOR_MODE: VectorMode = "threads"
-"""The lockstep vector env that ``--vector`` names when a lockstep loop is asked for.
-Measured in docs/performance.md ("Evaluator"): copies stepped in a thread pool beat both
-gymnasium's SyncVectorEnv (copies one after another) and AsyncVectorEnv (a process per
-copy: pickling, pipes, and a backend start per process) on these I/O-bound envs."""
-
 
 class EvalConfig(BaseModel):
     """Everything that defines a run (written to ``config.json``; a resume must match it)."""
@@ -54,10 +52,9 @@ class EvalConfig(BaseModel):
     """Wall-clock limit of one episode, agent time included."""
     max_infra_retries: int = Field(default=2, ge=0)
     vector: VectorMode | None = None
-    """None (the default): asynchronous episodes, each stepping as soon as its own agent
-    replies (:mod:`agentunit_gym.eval.episodes`). ``sync``, ``threads`` or ``async``: the
-    lockstep loop over that gymnasium vector env (:mod:`agentunit_gym.eval.lockstep`), one
-    step for every copy per turn, as an RL-style loop runs."""
+    """Where the env copies live (:data:`VectorMode`); None (the default) and ``threads``: in
+    this process. Every run uses the asynchronous episode engine
+    (:mod:`agentunit_gym.eval.episodes`): each episode steps as soon as its own agent replies."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for every env (e.g. ``max_steps``)."""
     env_options_by_env: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -70,6 +67,11 @@ class EvalConfig(BaseModel):
     the paths hold tasks of when no ``--env`` is given)."""
     protocol: Protocol = "agentunit"
     """The evaluation protocol (see :data:`Protocol`)."""
+    agentbench_root: str | None = None
+    """The AgentBench checkout (absolute path) whose instructions and one-shot examples open each
+    episode under ``protocol="agentbench"`` (``--agentbench-root``, or the checkout a ``--tasks``
+    path lies in); None: the chat agent's own system message and worked example, also under
+    that protocol (docs/eval.md, "Prompts under --protocol agentbench")."""
     agent_settings: dict[str, Any] = Field(default_factory=dict)
     """How the agent was reached (``base_url``, ``api_key_env``, ``mode``, ``max_rps``), so a
     ``--resume`` without those options reaches it the same way. Never the key itself."""
@@ -96,7 +98,7 @@ class EvalConfig(BaseModel):
         """The fields a resumed run must share with the original (not concurrency or retries)."""
         return self.model_dump(include={"envs", "agent", "backends", "n", "runs", "task_ids", "categories",
                                         "trap_rate", "seed", "env_options", "env_options_by_env", "tasks", "protocol",
-                                        "invalid_action", "network", "full_text"})
+                                        "agentbench_root", "invalid_action", "network", "full_text"})
 
 
-__all__ = ["DEFAULT_VECTOR_MODE", "PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]
+__all__ = ["PROTOCOLS", "EvalConfig", "InvalidAction", "Protocol", "VectorMode"]

@@ -186,15 +186,20 @@ def text_was_cut(trace: EpisodeTrace) -> bool:
 
 
 def episode_messages(trace: EpisodeTrace, style: ChatStyle, *, protocol_tools: bool = False,
-                     examples: bool = True) -> tuple[list[dict[str, Any]], int]:
+                     examples: bool = True, chat_head: list[dict[str, Any]] | None = None,
+                     ) -> tuple[list[dict[str, Any]], int]:
     """The conversation of a traced episode, rebuilt with the agent's builder.
+
+    Args:
+        chat_head: the benchmark's opening turns the agent started from (``--protocol
+            agentbench`` with a checkout: ``info["chat_head"]``), None for our own.
 
     Returns:
         ``(messages, prompt_length)``: the messages, and how many of them open the episode.
     """
     chat = ChatTranscript(style, examples=examples)
     chat.start({"domain": trace.domain, "grammar": trace.grammar, "tools": trace.tools,
-                "protocol_tools": protocol_tools})
+                "protocol_tools": protocol_tools, "chat_head": chat_head})
     chat.add_observation(trace.prompt)
     prompt_length = len(chat.messages)
     for step in trace.steps:
@@ -248,7 +253,8 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: ExportFormat | None
             continue
         chosen = style or agent_style or _episode_style(trace)
         protocol_tools = _protocol_renames_tools(config, trace.domain)
-        messages, prompt_length = episode_messages(trace, chosen, protocol_tools=protocol_tools)
+        messages, prompt_length = episode_messages(trace, chosen, protocol_tools=protocol_tools,
+                                                   chat_head=_chat_head(config, trace.domain))
         cut = text_was_cut(trace)
         truncated += cut
         score = trace.score
@@ -288,6 +294,23 @@ def _agent_style(config: EvalConfig | None) -> ChatStyle | None:
 def _episode_style(trace: EpisodeTrace) -> ChatStyle:
     jsonish = any((s.action or {}).get("form") == "json" or looks_like_json_call(s.raw_action) for s in trace.steps)
     return "tools" if jsonish else "react"
+
+
+def _chat_head(config: EvalConfig | None, domain_name: str) -> list[dict[str, Any]] | None:
+    """The opening turns a ``--protocol agentbench`` run with a checkout gave its agents, read
+    again from that checkout; None for other runs.
+
+    Raises:
+        AgentBenchCheckoutError: the run's checkout is gone or laid out otherwise.
+    """
+    if config is None or config.protocol != "agentbench" or config.agentbench_root is None:
+        return None
+    if domain_name not in registry.domain_names():
+        return None
+    from agentunit_gym.eval.routing import scripted_conversation
+
+    conversation = scripted_conversation(domain_name, config.protocol, config.agentbench_root)
+    return conversation.messages() if conversation is not None else None
 
 
 def _protocol_renames_tools(config: EvalConfig | None, domain_name: str) -> bool:

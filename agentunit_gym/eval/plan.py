@@ -100,11 +100,9 @@ def selected_left_out(config: EvalConfig, left_out: Sequence[LeftOut]) -> list[L
 def left_out_tasks(env_id: str, env: gym.Env[str, str]) -> list[LeftOut]:
     """The tasks of the env's suite it cannot run on its backend with its network setting."""
     base = env.unwrapped
-    backend, network = base.backend_name, base.network  # type: ignore[attr-defined]
-    users = getattr(base, "multi_user", True)
     out = []
     for task in base.suite:  # type: ignore[attr-defined]
-        reason = task.not_runnable(backend, network=network, users=users)
+        reason = base.not_runnable(task)  # type: ignore[attr-defined]
         if reason is not None:
             out.append(LeftOut(env_id, task.id, task.category, reason))
     return out
@@ -119,7 +117,7 @@ def left_out(env: gym.Env[str, str]) -> str | None:
     base = env.unwrapped
     docker_backends = {b.name for d in registry.domains() for b in d.backends if b.needs_docker}
     return left_out_note(base.suite, base.backend_name, needs_docker=docker_backends,  # type: ignore[attr-defined]
-                         network=base.network, users=getattr(base, "multi_user", True))  # type: ignore[attr-defined]
+                         network=base.network, refused=base.refusals())  # type: ignore[attr-defined]
 
 
 def warn_left_out(env_id: str, env: gym.Env[str, str] | None, note: str | None = None) -> None:

@@ -3,8 +3,8 @@
 the one that got it.
 
 Thread-safe and event-loop-agnostic (a lock and the monotonic clock; callers sleep with
-``asyncio.sleep``), so agents driven from the asynchronous scheduler and from the lockstep
-one's threads share it alike.
+``asyncio.sleep``), so agents awaited on the episode engine's loop and agents called from
+threads (the engine's synchronous agents, a training loop's) share it alike.
 
 Example::
 

@@ -267,6 +267,13 @@ def model_settings_line(settings: dict[str, Any]) -> str:
     return f"model: {', '.join(parts)} | " if parts else ""
 
 
+def prompt_source_line(config: dict[str, Any]) -> str:
+    """Where a ``--protocol agentbench`` run's prompts came from: the AgentBench checkout, or our own."""
+    root = config.get("agentbench_root")
+    return (f"AgentBench's, read from the checkout {root}" if root
+            else "agentunit-gym's own (no AgentBench checkout was given)")
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``report.html`` for the run in ``run_dir``.
 
@@ -287,7 +294,9 @@ def write_report(run_dir: Path) -> Path:
             + f" | agent {html.escape(str(config.get('agent')))} | "
             f"protocol {html.escape(str(config.get('protocol', 'agentunit')))} (invalid action: "
             f"{html.escape(str(config.get('invalid_action', 'continue')))}) | "
-            f"network {'on' if config.get('network') else 'off'} | "
+            + (f"prompts: {html.escape(prompt_source_line(config))} | " if config.get("protocol") == "agentbench"
+               else "")
+            + f"network {'on' if config.get('network') else 'off'} | "
             f"{html.escape(model_settings_line(config.get('agent_settings') or {}))}"
             f"backends {html.escape(', '.join(summary.get('backends', [])))} | agentunit-gym "
             f"{html.escape(summary['package_version'])} | git {html.escape(str(summary.get('git_revision')))} | "

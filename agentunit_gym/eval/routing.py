@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
 from agentunit_gym.core import registry
+from agentunit_gym.core.conversation import ScriptedConversation
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.spec import TaskSpec
 
@@ -121,26 +123,49 @@ def task_domains(paths: Sequence[str]) -> list[str]:
     return [d.name for d in registry.domains() if d.name in found]
 
 
+@functools.lru_cache(maxsize=16)
+def scripted_conversation(domain: str, protocol: str, root: str) -> ScriptedConversation | None:
+    """The conversation ``domain`` opens an episode with under ``protocol``, read from the
+    benchmark checkout at ``root`` (read once per process); None when the domain's preset
+    of that protocol has none (its chat agent keeps our own prompt).
+
+    Raises:
+        AgentBenchCheckoutError: the checkout's task module is missing or laid out otherwise.
+    """
+    preset = registry.get_domain(domain).protocols.get(protocol)
+    if preset is None or preset.conversation is None:
+        return None
+    return preset.conversation(Path(root))
+
+
 def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, str]:
     """The standard evaluation stack (``make_eval_env``); the bare env if the stack is missing.
 
     ``options`` may hold ``max_seconds``, ``trap_rate``, ``invalid_policy``, ``ending_issues`` and
     ``trace_max_chars`` (for the stack), ``protocol`` (wraps the env in
     :class:`~agentunit_gym.wrappers.aliases.RenameTools` when the domain's preset of that
-    protocol renames tools) and env keyword arguments such as ``backend``.
+    protocol renames tools), ``agentbench_root`` (with ``protocol``: the env opens episodes with
+    the conversation the preset reads from that checkout, :func:`scripted_conversation`) and
+    env keyword arguments such as ``backend``.
     """
     protocol = options.pop("protocol", None)
+    root = options.pop("agentbench_root", None)
+    domain = registry.domain_of_env(env_id)
+    preset = domain.protocols.get(protocol) if domain is not None and protocol else None
+    conversation = scripted_conversation(domain.name, protocol, root) if domain and protocol and root else None
     try:
         from agentunit_gym.wrappers.stack import make_eval_env
     except ImportError:
         bare = {k: v for k, v in options.items()
                 if k not in ("max_seconds", "trap_rate", "invalid_policy", "ending_issues", "trace_max_chars")}
         env = gym.make(env_id, **bare)
+        if conversation is not None:
+            from agentunit_gym.wrappers.conversation import StartConversation
+
+            env = StartConversation(env, conversation)
     else:
         stack_options = {k: v for k, v in options.items() if not (k == "trap_rate" and v is None)}
-        env = make_eval_env(env_id, **stack_options)
-    domain = registry.domain_of_env(env_id)
-    preset = domain.protocols.get(protocol) if domain is not None and protocol else None
+        env = make_eval_env(env_id, conversation=conversation, **stack_options)
     if preset is not None and preset.tools:
         from agentunit_gym.wrappers.aliases import RenameTools
 
@@ -150,4 +175,4 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
 
 __all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
            "full_env_id", "network_options", "protocol_ending_issues", "protocol_options", "registered_env_ids",
-           "task_domains", "task_options"]
+           "scripted_conversation", "task_domains", "task_options"]

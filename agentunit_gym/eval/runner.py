@@ -11,10 +11,11 @@ How a run goes:
    runner says which task a copy runs next and ends an episode from outside. The env that
    listed the tasks for the plan is the first copy (except with ``--vector async``, whose
    copies live in their own processes).
-3. The copies run the episodes: by default as independent episodes, each stepping as soon
-   as its own agent replies (:mod:`agentunit_gym.eval.episodes`); with ``vector`` set, in
-   lockstep over a gymnasium vector env, one step for all copies per turn
-   (:mod:`agentunit_gym.eval.lockstep`).
+3. The episode engine (:mod:`agentunit_gym.eval.episodes`) runs the episodes on the copies,
+   each stepping as soon as its own agent replies. ``vector`` chooses where the copies
+   live (:mod:`agentunit_gym.eval.copies`): in this process (the default), or each in a
+   one-env gymnasium vector env, ``SyncVectorEnv`` here or ``AsyncVectorEnv`` in a process
+   of its own.
 4. Each finished episode is written at once (:mod:`agentunit_gym.eval.records`): its trace
    to ``traces/``, one JSON line to ``episodes.jsonl`` (flushed), so an interrupted run
    resumes where it stopped.
@@ -38,9 +39,10 @@ from typing import Any, Protocol
 import gymnasium as gym
 
 from agentunit_gym.eval.agents import AgentFactory
-from agentunit_gym.eval.config import DEFAULT_VECTOR_MODE, EvalConfig, VectorMode
+from agentunit_gym.eval.config import EvalConfig, VectorMode
+from agentunit_gym.eval.copies import copy_maker, head_copy
+from agentunit_gym.eval.deadlines import episode_call_timeout
 from agentunit_gym.eval.episodes import run_async
-from agentunit_gym.eval.lockstep import run_lockstep, schedule_fn
 from agentunit_gym.eval.plan import (
     LeftOut,
     WorkItem,
@@ -72,9 +74,8 @@ from agentunit_gym.eval.routing import (
     protocol_options,
     task_options,
 )
-from agentunit_gym.eval.schedule import INFRA_ERRORS, ScheduleEpisodes
+from agentunit_gym.eval.schedule import INFRA_ERRORS
 from agentunit_gym.eval.slots import ProgressFn, RecordSink
-from agentunit_gym.eval.vector import ThreadedVectorEnv, make_vector_env
 
 
 @dataclass
@@ -217,24 +218,11 @@ def _run_remote(config: EvalConfig, agent_factory: AgentFactory, agent_label: st
 def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_factory: AgentFactory,
              agent_label: str, env_factory: EnvFactory, sink: RecordSink, probe: gym.Env[str, str]) -> float:
     """Run ``items`` of ``env_id``, whose first copy is ``probe`` (closed here); the setup seconds."""
-    width = min(config.concurrency, len(items))
     options = env_options(config, env_id)
-    if config.vector is None:
-        def make_copy() -> ScheduleEpisodes:
-            return ScheduleEpisodes(env_factory(env_id, dict(options)), env_id)
-
-        try:
-            head = ScheduleEpisodes(probe, env_id)
-        except BaseException:
-            probe.close()
-            raise
-        return run_async(config, items, agent_factory, agent_label, make_copy, head, sink)
-    fns = [schedule_fn(lambda: env_factory(env_id, dict(options)), env_id) for _ in range(width)]
-    first: gym.Env[str, str] | None = ScheduleEpisodes(probe, env_id)
-    if config.vector == "async":
-        probe.close()  # each copy is made in its own process
-        first = None
-    return run_lockstep(config, items, agent_factory, agent_label, fns, first, sink)
+    call_timeout_s = episode_call_timeout(config.episode_timeout_s)
+    head = head_copy(config.vector, probe, env_id, call_timeout_s)
+    make_copy = copy_maker(config.vector, lambda: env_factory(env_id, dict(options)), env_id, call_timeout_s)
+    return run_async(config, items, agent_factory, agent_label, make_copy, head, sink)
 
 
 def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
@@ -252,6 +240,8 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
             options["ending_issues"] = ending
     if config.protocol != "agentunit":
         options["protocol"] = config.protocol
+        if config.agentbench_root is not None:
+            options["agentbench_root"] = config.agentbench_root
     if config.trap_rate is not None:
         options["trap_rate"] = config.trap_rate
     if config.full_text:
@@ -260,9 +250,8 @@ def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
 
 
 __all__ = [
-    "DEFAULT_VECTOR_MODE", "INFRA_ERRORS", "EnvFactory", "EpisodeRecord", "EvalConfig", "LeftOut",
-    "ProgressFn", "RemoteEpisodes", "RunOutcome", "RunPaths", "ThreadedVectorEnv", "VectorMode", "WorkItem",
-    "backend_for",
+    "INFRA_ERRORS", "EnvFactory", "EpisodeRecord", "EvalConfig", "LeftOut",
+    "ProgressFn", "RemoteEpisodes", "RunOutcome", "RunPaths", "VectorMode", "WorkItem", "backend_for",
     "default_env_factory", "env_domain", "env_options", "episode_seed", "full_env_id", "iter_records", "list_tasks",
-    "load_trace", "make_vector_env", "plan", "read_records", "run_episodes", "trace_filename",
+    "load_trace", "plan", "read_records", "run_episodes", "trace_filename",
 ]

@@ -2,15 +2,16 @@
 episode ended from outside (an agent failure, a deadline), and one :class:`Packet` per reset
 or step that never lets an infrastructure error escape.
 
-Everything the runner tells a copy travels out of band, as attributes set before the call
-(``VectorEnv.set_attr`` for a vector env): :attr:`ScheduleEpisodes.assignment` before a
-reset, :attr:`ScheduleEpisodes.pending_abort` before a step. The action stays the agent's
-reply and nothing else.
+Everything the engine tells a copy travels out of band, as attributes set before the call
+(``VectorEnv.set_attr`` when the copy lives in a vector env, :mod:`agentunit_gym.eval.copies`):
+:attr:`ScheduleEpisodes.assignment` before a reset, :attr:`ScheduleEpisodes.pending_abort`
+before a step. The action stays the agent's reply and nothing else.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, SupportsFloat
 
@@ -104,6 +105,17 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
         # A stack with its own wall-clock limit (LimitEpisode) ends late steps itself.
         self._stack_has_clock = _has_wall_clock_limit(env)
 
+    def assign(self, assignment: Assignment | None) -> None:
+        """The episode the next :meth:`reset` starts (None idles the copy)."""
+        self.assignment = assignment
+
+    def warm_up(self) -> None:
+        """Start the env's backend now (a container, a server) rather than in its first
+        episode, when the env can (``warm_up()`` on the base env); a no-op otherwise."""
+        warm = getattr(self.env.unwrapped, "warm_up", None)
+        if warm is not None:
+            warm()
+
     @property
     def running(self) -> bool:
         """Whether the copy runs an assigned episode."""
@@ -173,7 +185,7 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
 
         base = self.env.unwrapped
         reason, detail = abort.reason, abort.detail
-        end: dict[str, Any] = {}
+        end: Mapping[str, Any] = {}
         if getattr(base, "finish_reason", None) is None and reason is not FinishReason.COMPLETE:
             try:
                 end = end_episode(self.env, reason, detail=detail)

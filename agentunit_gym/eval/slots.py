@@ -1,4 +1,4 @@
-"""What the schedulers (lockstep and asynchronous) share: an episode slot, the record sink,
+"""What the episode engine and the Ray driver share: an episode slot, the record sink,
 and how a finished, failed or abandoned episode becomes a record."""
 
 from __future__ import annotations

@@ -14,24 +14,27 @@ What ``agentunit-gym tasks check`` prints; see docs/tasks.md.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentunit_gym.core.registry import get_domain
 from agentunit_gym.core.task_sources import TaskSource, load_sources, tasks_by_domain
-from agentunit_gym.errors import RunStoppedError
+from agentunit_gym.errors import EndpointRequiredError, RunStoppedError
 from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
 from agentunit_gym.eval.runner import EvalConfig
-from agentunit_gym.tasks.spec import NEEDS_NETWORK, ONE_UID
+from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
-_LOCATION = re.compile(r"(?::\d+|#\d+)$")
+_LOCATION = re.compile(r"(?::\d+|#[^#/]+)$")
+"""A task's location after its file: ``:<line>`` (JSON lines), ``#<index>`` (a JSON list) or
+``#<key>`` (a JSON object, e.g. WebShop's human goals by ASIN)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,9 @@ class TaskCheck:
     stopped: str | None = None
     """Why the evaluator stopped the oracle run early (most episodes failed for one
     infrastructure reason), when it did; the episodes it did not run count as not run."""
+    needs_server: dict[str, str] = field(default_factory=dict)
+    """Envs that ran nothing because their tasks need a server nobody named (the KG's Freebase
+    endpoint), with the error that says how to give one."""
 
     @property
     def ok(self) -> bool:
@@ -103,11 +109,11 @@ class TaskCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "run_dir": str(self.run_dir) if self.run_dir else None, "stopped": self.stopped,
-                "files": [f.to_json() for f in self.files]}
+                "needs_server": dict(self.needs_server), "files": [f.to_json() for f in self.files]}
 
 
 def _file_of(location: str | None, fallback: Path) -> str:
-    """``/x/dev.jsonl:3`` -> ``/x/dev.jsonl``; ``file#2`` -> ``file``; None -> ``fallback``."""
+    """``/x/dev.jsonl:3`` -> ``/x/dev.jsonl``; ``file#2`` and ``file#B000TEST01`` -> ``file``; None -> ``fallback``."""
     if not location:
         return str(fallback)
     return _LOCATION.sub("", location)
@@ -125,7 +131,8 @@ def _reason(record: EpisodeRecord) -> Failure:
 
 
 def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto",), output: str | Path | None = None,
-                concurrency: int = 4, episode_timeout_s: float = 600.0, network: bool = False) -> TaskCheck:
+                concurrency: int = 4, episode_timeout_s: float = 600.0, network: bool = False,
+                env_options_by_env: Mapping[str, Mapping[str, Any]] | None = None) -> TaskCheck:
     """Load ``paths`` as ``--tasks`` does, run the oracle over what converted, count per file.
 
     Args:
@@ -138,6 +145,11 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
         network: run with the network (``eval --network``); without it, items that need the
             network (``needs_network``, e.g. AgentBench items that ``apt install``) are not run
             and are listed as ``needs network (not run; pass --network)``.
+        env_options_by_env: env keyword arguments by full env id (``--env-option``: the KG
+            ``endpoint`` AgentBench's Freebase items need, a shop ``url``). An env that needs a
+            server nobody named (:class:`~agentunit_gym.errors.EndpointRequiredError`) runs
+            nothing: its items are listed as not run with the error's first sentence, and the
+            other files are checked.
 
     Returns:
         One :class:`FileCheck` per source file, in the order read.
@@ -172,16 +184,27 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
             check.not_converted.append(Failure(where, reason, str(problem)))
     run_dir: Path | None = None
     stopped: str | None = None
+    needs_server: dict[str, str] = {}
     if grouped:
         envs = tuple(get_domain(name).envs[0].id for name in grouped)
         config = EvalConfig(envs=envs, agent="oracle", backends=tuple(backends), tasks=tuple(resolved),
-                            concurrency=concurrency, episode_timeout_s=episode_timeout_s, network=network)
+                            concurrency=concurrency, episode_timeout_s=episode_timeout_s, network=network,
+                            env_options_by_env={k: dict(v) for k, v in (env_options_by_env or {}).items()})
+        unreachable = _envs_needing_a_server(config)
+        needs_server.update(unreachable)
+        for env_id, why in unreachable.items():
+            name = env_domain(env_id) or ""
+            first = why.split(". ")[0].rstrip(".")
+            for task in grouped.pop(name, []):
+                owner[(name, task.id)].not_run.append(Failure(task.id, f"not run: {first}", why))
+        config = config.model_copy(update={"envs": tuple(e for e in config.envs if e not in unreachable)})
+    if grouped:
         if output is not None:
             run_dir = Path(output)
-            records, stopped = _run_oracle(config, run_dir)
+            records, stopped, left_out = _run_oracle(config, run_dir)
         else:
             with tempfile.TemporaryDirectory(prefix="agentunit-check-") as tmp:
-                records, stopped = _run_oracle(config, Path(tmp) / "run")
+                records, stopped, left_out = _run_oracle(config, Path(tmp) / "run")
         seen: set[tuple[str, str]] = set()
         for record in records:
             domain = env_domain(record.env_id) or ""
@@ -204,22 +227,43 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
                     if task.needs_network and not network:
                         owner[(name, task.id)].not_run.append(Failure(task.id, NEEDS_NETWORK, task.network_note or ""))
                         continue
-                    if task.needs_users and (task.backends is None or any(b in task.backends for b in backends)):
-                        note = f"{task.users_note or 'acts as another user'}; {ONE_UID}"
-                    else:
-                        note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
-                    owner[(name, task.id)].not_run.append(Failure(task.id, f"not run on {','.join(backends)}: {note}"))
-    return TaskCheck(list(files.values()), run_dir, stopped)
+                    note = task.backend_note or f"runs only on {', '.join(task.backends or ())}"
+                    # The env's own reason when it gave one (a domain's refusal), else the backends'.
+                    why = left_out.get((name, task.id), f"not run on {','.join(backends)}: {note}")
+                    owner[(name, task.id)].not_run.append(Failure(task.id, why))
+    return TaskCheck(list(files.values()), run_dir, stopped, needs_server)
 
 
-def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None]:
-    """The oracle's episodes in ``run_dir``, and why the run stopped early when it did."""
+def _envs_needing_a_server(config: EvalConfig) -> dict[str, str]:
+    """The envs of ``config`` that cannot start because their tasks need a server the user must
+    name and none was given, with the first sentence of why (each env is made once and closed)."""
+    from agentunit_gym.eval.routing import default_env_factory
+    from agentunit_gym.eval.runner import env_options
+
+    found: dict[str, str] = {}
+    for env_id in config.envs:
+        try:
+            default_env_factory(env_id, env_options(config, env_id)).close()
+        except EndpointRequiredError as exc:
+            found[env_id] = str(exc)
+    return found
+
+
+def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None,
+                                                              dict[tuple[str, str], str]]:
+    """The oracle's episodes in ``run_dir``, why the run stopped early when it did, and the
+    reason of each task its env left out, by ``(domain, task id)``."""
     stopped: str | None = None
     try:
         evaluate(config, run_dir)
     except RunStoppedError as exc:  # the episodes that finished are saved: report them
         stopped = str(exc)
-    return read_records(RunPaths(run_dir).episodes), stopped
+    paths = RunPaths(run_dir)
+    left_out: dict[tuple[str, str], str] = {}
+    if paths.left_out.exists():
+        for item in json.loads(paths.left_out.read_text(encoding="utf-8")):
+            left_out.setdefault((env_domain(item["env"]) or "", item["task"]), item["reason"])
+    return read_records(paths.episodes), stopped, left_out
 
 
 __all__ = ["FileCheck", "Failure", "TaskCheck", "check_tasks"]

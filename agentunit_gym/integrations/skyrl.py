@@ -34,12 +34,13 @@ from typing import Any
 import gymnasium as gym
 
 from agentunit_gym.core.chat import CHAT_STYLES, ChatStyle
-from agentunit_gym.core.registry import env_ids, full_env_id, register_envs
+from agentunit_gym.core.registry import env_ids, full_env_id
 from agentunit_gym.errors import ConfigError, EpisodeStateError, MissingDependencyError
 from agentunit_gym.integrations import INTEGRATIONS_EXTRA
 from agentunit_gym.wrappers.chat import ChatMessages
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.limits import LimitEpisode
+from agentunit_gym.wrappers.registration import register_envs
 
 try:
     import skyrl_gym

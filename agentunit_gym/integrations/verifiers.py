@@ -46,10 +46,11 @@ from pydantic import Field
 
 from agentunit_gym.core.chat import ChatStyle, ChatTranscript
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.registry import env_ids, full_env_id, register_envs
+from agentunit_gym.core.registry import env_ids, full_env_id
 from agentunit_gym.errors import ConfigError, MissingDependencyError
 from agentunit_gym.integrations import INTEGRATIONS_EXTRA
 from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.registration import register_envs
 
 try:
     import verifiers.v1 as vf

@@ -240,7 +240,7 @@ class ServedEpisode:
                 info: dict[str, Any] = {"finish_reason": FinishReason.ERROR, "finish_detail": detail}
                 if self._steps > 0:
                     try:
-                        info = end_episode(self.env, FinishReason.ERROR, detail=detail)
+                        info = {**end_episode(self.env, FinishReason.ERROR, detail=detail)}
                     except EpisodeStateError:
                         pass
                 self._finish(info, status="agent_error", error=detail, write=self._steps > 0)

@@ -7,6 +7,7 @@ a reference solution, the calls an ideal agent makes, which the oracle agent rep
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,8 +19,6 @@ Split = Literal["train", "test", "dev"]
 """A task's split: ``train`` and ``test`` (the bundled suites and generated sets, see
 :mod:`agentunit_gym.tasks.splits`), ``dev`` and ``test`` (AgentBench's data, as AgentBench names them)."""
 
-ONE_UID = "this sandbox maps one uid (the local sandbox maps many users only when started by root)"
-"""Why a task that switches users is left out of a run whose sandbox cannot switch users."""
 
 
 class ReferenceStep(BaseModel):
@@ -89,12 +88,6 @@ class TaskSpec(BaseModel):
     a run without the network leaves it out, as a backend that cannot run a task does."""
     network_note: str | None = None
     """What needs the network (the AgentBench loader names the commands it found)."""
-    needs_users: bool = False
-    """The task acts as other users (``su``, ``chown jack``, ``runuser``). It runs only where
-    the sandbox can switch users (docker; the local sandbox when started by root); elsewhere
-    it is left out, as a backend that cannot run a task is."""
-    users_note: str | None = None
-    """What switches users (the AgentBench loader names the commands it found)."""
     template: str | None = Field(default=None, min_length=1)
     """The template (family) the task is an instance of, e.g. ``gen-db/count-where``; None for
     a hand-written task, which is its own family. Every task of a family is in one split."""
@@ -113,31 +106,36 @@ class TaskSpec(BaseModel):
     def supports(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
 
-    def not_runnable(self, backend: str, *, network: bool, users: bool = True) -> str | None:
-        """Why the task cannot run on ``backend`` with (or without) the network, and where
-        users can (or cannot) be switched; None when it can.
+    def list_notes(self) -> tuple[str, ...]:
+        """Short notes ``tasks list`` shows beside the task's backends (``needs network``); a
+        domain's task model adds its own (the OS task: ``switches users``)."""
+        return ("needs network",) if self.needs_network else ()
+
+    def not_runnable(self, backend: str, *, network: bool) -> str | None:
+        """Why the task cannot run on ``backend`` with (or without) the network; None when it
+        can. (An env may refuse a task for a reason of its domain besides:
+        :meth:`~agentunit_gym.core.env.AgentEnv.not_runnable`.)
 
         Example: ``"needs network (not run; pass --network)"``.
         """
         if not self.supports(backend):
             note = self.backend_note or f"runs only on {', '.join(self.backends or ())}"
             return f"not run on {backend}: {note}"
-        if self.needs_users and not users:
-            return f"not run on {backend}: {self.users_note or 'acts as another user'}; {ONE_UID}"
         if self.needs_network and not network:
             return NEEDS_NETWORK + (f": {self.network_note}" if self.network_note else "")
         return None
 
 
 def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Collection[str] = (),
-                  network: bool = True, users: bool = True) -> str | None:
+                  network: bool = True, refused: Sequence[tuple[TaskSpec, Refusal]] = ()) -> str | None:
     """A one-line warning when ``backend`` cannot run the whole of ``suite``, else None.
 
     ``needs_docker`` names the backends that run on a Docker daemon (from the domain
     descriptions): when the left-out tasks need one of them, the hint says to start Docker.
     ``network`` is whether the env has the network; without it, tasks that need it are
-    left out too, and the note counts them. ``users`` is whether the env's sandbox can switch
-    users; without it, tasks that need users are left out and counted.
+    left out too, and the note counts them. ``refused`` are the tasks the env refuses for a
+    reason of its domain (:meth:`~agentunit_gym.core.env.AgentEnv.refusals`), counted per
+    kind of refusal.
 
     Example: ``"8 docker-only tasks left out on backend local: start Docker (or pass --backend
     docker) for the full suite"``. Tasks list the backends they run on; those that do not list
@@ -152,15 +150,30 @@ def left_out_note(suite: Sequence[TaskSpec], backend: str, *, needs_docker: Coll
                 else f"use --backend {needed[0]}" if needed else "use another backend")
         plural = "s" if len(left) != 1 else ""
         notes.append(f"{len(left)} {label}-only task{plural} left out on backend {backend}: {hint} for the full suite")
-    one_uid = [task for task in suite if task.supports(backend) and task.needs_users and not users]
-    if one_uid:
-        plural = "s" if len(one_uid) != 1 else ""
-        notes.append(f"{len(one_uid)} task{plural} that switch{'' if plural else 'es'} users left out on backend "
-                     f"{backend}: it maps one uid here (run as root, or use --backend docker)")
+    kinds: dict[tuple[str, str], int] = {}
+    for _, refusal in refused:
+        kinds[(refusal.label, refusal.hint)] = kinds.get((refusal.label, refusal.hint), 0) + 1
+    for (label, hint), count in kinds.items():
+        plural = "s" if count != 1 else ""
+        notes.append(f"{count} task{plural} left out on backend {backend} ({label}): {hint}")
+    refused_ids = {task.id for task, _ in refused}
     offline = [task for task in suite if task.supports(backend) and task.needs_network and not network
-               and not (task.needs_users and not users)]
+               and task.id not in refused_ids]
     if offline:
         plural = "s" if len(offline) != 1 else ""
         notes.append(f"{len(offline)} task{plural} that need{'' if plural else 's'} the network left out: "
                      f"pass --network to run {'them' if plural else 'it'}")
     return "; ".join(notes) or None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an env cannot run a task, for a reason of its domain (beyond its backend and the
+    network): the OS env's sandbox that maps one uid refuses the tasks that switch users."""
+
+    reason: str
+    """Per task, as a left-out list shows it: ``"not run on local: acts as another user (su); ..."``."""
+    label: str
+    """What the refused tasks have in common, for the one-line note: ``"switches users"``."""
+    hint: str
+    """What to do instead: ``"it maps one uid here (run as root, or use --backend docker)"``."""

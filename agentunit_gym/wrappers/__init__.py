@@ -4,7 +4,7 @@ See docs/wrappers.md for the stack order, each wrapper's options, the trace sche
 trap library format.
 """
 
-from agentunit_gym.wrappers.base import EpisodeWrapper, reward_of
+from agentunit_gym.wrappers.base import EpisodeHooks, EpisodeWrapper, Layer, reward_of
 from agentunit_gym.wrappers.chat import ChatMessages
 from agentunit_gym.wrappers.classify import ClassifyActions
 from agentunit_gym.wrappers.context import (
@@ -29,9 +29,11 @@ __all__ = [
     "ClassifyActions",
     "DetectLoops",
     "EndTruncatedEpisode",
+    "EpisodeHooks",
     "EpisodeWrapper",
     "InjectTraps",
     "LimitContext",
+    "Layer",
     "LimitEpisode",
     "RecordTrace",
     "ShapeReward",

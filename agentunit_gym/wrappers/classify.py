@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
-from typing import Any, SupportsFloat
+from collections.abc import Collection, Mapping
+from typing import Any, SupportsFloat, get_args
 
 import gymnasium as gym
 
 from agentunit_gym.core.actions import suggest
 from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import ReplyClass, WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.base import EpisodeWrapper
-from agentunit_gym.wrappers.info import add_flags, agent_env, derive_flags
+from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
+from agentunit_gym.wrappers.info import add_flags, agent_env, derive_flags, reset_info, step_info
 
 TRUNCATED_REPLY = "truncated_reply"
 """The ``action_error`` key (True) of an invalid reply the model's server cut at its token limit
@@ -30,7 +31,7 @@ def is_truncated_reply(action: object) -> bool:
     return isinstance(action, AgentReply) and action.usage is not None and action.usage.finish_reason == "length"
 
 
-REPLY_CLASSES = ("action", "invalid_format", "invalid_action", "skipped")
+REPLY_CLASSES: tuple[ReplyClass, ...] = get_args(ReplyClass)
 """Values of ``info["reply_class"]``: a valid action, the two invalid classes, or a reply a
 limit wrapper did not run (it arrived after the deadline or the prompt overflowed)."""
 
@@ -80,11 +81,13 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         ConfigError: an unknown policy or ``max_invalid`` below 1.
     """
 
+    layer = Layer.CLASSIFY
+
     def __init__(self, env: gym.Env[str, str], policy: InvalidPolicy = "continue", max_invalid: int | None = None,
                  hints: bool = True, ending_issues: Collection[str] | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, policy=policy, max_invalid=max_invalid, hints=hints,
                                                  ending_issues=ending_issues)
-        gym.Wrapper.__init__(self, env)
+        EpisodeWrapper.__init__(self, env)
         if policy not in ("continue", "terminate"):
             raise ConfigError(f"policy must be 'continue' or 'terminate', got {policy!r}.")
         if max_invalid is not None and (not isinstance(max_invalid, int) or max_invalid < 1):
@@ -97,20 +100,27 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self._invalid = 0
         self._ending = 0  # invalid replies that count toward ending the episode
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, WrappedResetInfo]:
         self._invalid = self._ending = 0
-        observation, info = self.env.reset(seed=seed, options=options)
+        observation, raw = self.env.reset(seed=seed, options=options)
+        info = reset_info(raw)
         info["invalid_policy"] = self.policy
         return observation, info
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         error = info.get("action_error")
         if isinstance(error, dict) and error:  # {}: the reply was a valid action
             self._invalid += 1
             if self.ending_issues is None or str(error.get("issue", "")) in self.ending_issues:
                 self._ending += 1
-            reply_class = str(error.get("reason") or FinishReason.INVALID_FORMAT.value)
+            reply_class: ReplyClass = (
+                "invalid_action" if error.get("reason") == FinishReason.INVALID_ACTION.value else "invalid_format")
             if is_truncated_reply(action):
                 error = {**error, TRUNCATED_REPLY: True}
                 if self.hints:  # the cut is the news, whatever the env's parser made of the remains
@@ -141,13 +151,13 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         info["invalid_count"] = self._invalid
         return observation, reward, terminated, truncated, info
 
-    def on_episode_end(self, info: dict[str, Any]) -> dict[str, Any]:
+    def on_episode_end(self, info: WrappedStepInfo) -> WrappedStepInfo:
         """Record the episode's invalid-reply count in the end ``info`` (for
         :func:`~agentunit_gym.wrappers.ending.end_episode`; ``step`` records it every step)."""
         info["invalid_count"] = self._invalid
         return info
 
-    def _hint(self, error: dict[str, Any], action: str) -> str | None:
+    def _hint(self, error: Mapping[str, Any], action: str) -> str | None:
         tool = error.get("tool")
         if isinstance(tool, str) and tool and tool not in self._tools:
             return suggest(tool, self._tools)

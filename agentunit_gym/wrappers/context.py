@@ -27,11 +27,11 @@ from typing import Any, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.info import running_step_info
+from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError, MissingDependencyError
-from agentunit_gym.wrappers.base import EpisodeWrapper
-from agentunit_gym.wrappers.info import add_flags, agent_env
+from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
+from agentunit_gym.wrappers.info import add_flags, agent_env, reset_info, skipped_step_info, step_info
 
 
 @runtime_checkable
@@ -192,11 +192,13 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         MissingDependencyError: the counter needs a package that is not installed.
     """
 
+    layer = Layer.CONTEXT
+
     def __init__(self, env: gym.Env[str, str], max_tokens: int, counter: str | TokenCounter | None = None,
                  message_overhead: int = 4) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, max_tokens=max_tokens, counter=counter,
                                                  message_overhead=message_overhead)
-        gym.Wrapper.__init__(self, env)
+        EpisodeWrapper.__init__(self, env)
         agent_env(env)
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be an integer of at least 1, got {max_tokens!r}.")
@@ -214,8 +216,11 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         """Tokens of the conversation so far, as the agent has seen it."""
         return self._tokens
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        observation, info = self.env.reset(seed=seed, options=options)
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, WrappedResetInfo]:
+        observation, raw = self.env.reset(seed=seed, options=options)
+        info = reset_info(raw)
         self._tokens = self._cost(observation)
         self._prompt_overflows = self._tokens > self.max_tokens
         self._last_observation = observation
@@ -224,20 +229,22 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         info["max_context_tokens"] = self.max_tokens
         return observation, info
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
         base = agent_env(self.env)
         if self._prompt_overflows and base.finish_reason is None and base.task is not None:
             task_id = base.task.id
-            info: dict[str, Any] = {**running_step_info(base.steps, task_id, base.max_steps,
-                                                                      backend_limits_off=base.backend_limits_off),
-                                    "skipped": "the prompt alone overflows the context", "reply_class": "skipped"}
+            skipped = skipped_step_info(base.steps, task_id, base.max_steps, "the prompt alone overflows the context",
+                                        backend_limits_off=base.backend_limits_off)
             ended = self.end_episode_here(
                 FinishReason.CONTEXT_LIMIT,
-                f"the prompt takes {self._tokens} tokens, more than the context of {self.max_tokens}", info)
-            self._mark(info)
-            return self._last_observation, ended or 0.0, False, True, info
+                f"the prompt takes {self._tokens} tokens, more than the context of {self.max_tokens}", skipped)
+            self._mark(skipped)
+            return self._last_observation, ended or 0.0, False, True, skipped
         self._tokens += self._cost(action)
-        observation, reward, terminated, truncated, info = self.env.step(action)
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         if terminated or truncated:
             self._last_observation = observation
             return observation, reward, terminated, truncated, self.on_episode_end(info)
@@ -255,7 +262,7 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
-    def on_episode_end(self, info: dict[str, Any]) -> dict[str, Any]:
+    def on_episode_end(self, info: WrappedStepInfo) -> WrappedStepInfo:
         """Record the conversation's token count in the end ``info``. Called by ``step`` on the
         final step and by :func:`~agentunit_gym.wrappers.ending.end_episode`."""
         info["context_tokens"] = self._tokens
@@ -265,6 +272,6 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def _cost(self, text: str) -> int:
         return self.counter.count(str(text)) + self.message_overhead
 
-    def _mark(self, info: dict[str, Any]) -> None:
+    def _mark(self, info: WrappedStepInfo) -> None:
         info["context_tokens"] = self._tokens
         add_flags(info, Flag.CONTEXT_LIMIT)

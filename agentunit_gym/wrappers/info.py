@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
 from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo, running_step_info
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError
 
@@ -41,16 +42,40 @@ def agent_env(env: gym.Env[Any, Any]) -> AgentEnv[Any]:
     return base
 
 
-def add_flags(info: dict[str, Any], *flags: Flag) -> None:
+def step_info(info: dict[str, Any]) -> WrappedStepInfo:
+    """The ``info`` a wrapper's ``self.env.step`` returned, with its type back: gymnasium types
+    every ``info`` as ``dict[str, Any]``; under an AgentUnit env it is a
+    :class:`~agentunit_gym.core.info.WrappedStepInfo` (the base env builds every step's from
+    ``running_step_info``). The one place the stack's step ``info`` is given its type."""
+    return cast(WrappedStepInfo, info)
+
+
+def reset_info(info: dict[str, Any]) -> WrappedResetInfo:
+    """The ``info`` a wrapper's ``self.env.reset`` returned, with its type back (see :func:`step_info`)."""
+    return cast(WrappedResetInfo, info)
+
+
+def skipped_step_info(step: int, task_id: str, max_steps: int, why: str, *,
+                      backend_limits_off: str = "") -> WrappedStepInfo:
+    """The ``info`` of a step whose reply a wrapper did not run (``reply_class`` ``skipped``,
+    ``skipped`` saying why): every key of a running step at its empty value, except
+    ``backend_limits_off`` (the env's, which holds for every step)."""
+    info = step_info(dict(running_step_info(step, task_id, max_steps, backend_limits_off=backend_limits_off)))
+    info["skipped"] = why
+    info["reply_class"] = "skipped"
+    return info
+
+
+def add_flags(info: WrappedStepInfo, *flags: Flag) -> None:
     """Append ``flags`` to ``info["flags"]``, keeping the order and dropping duplicates."""
-    current: list[Flag] = list(info.get(FLAGS_KEY) or [])
+    current: list[Flag] = list(info.get("flags") or [])
     for flag in flags:
         if flag not in current:
             current.append(flag)
-    info[FLAGS_KEY] = current
+    info["flags"] = current
 
 
-def derive_flags(info: dict[str, Any]) -> list[Flag]:
+def derive_flags(info: Mapping[str, Any]) -> list[Flag]:
     """Flags that follow from the base env's own ``info`` keys (no wrapper needed).
 
     Invalid replies give INVALID_FORMAT / INVALID_ACTION (plus HALLUCINATION for an unknown
@@ -80,7 +105,7 @@ def derive_flags(info: dict[str, Any]) -> list[Flag]:
     return flags
 
 
-def action_text(info: dict[str, Any]) -> str | None:
+def action_text(info: Mapping[str, Any]) -> str | None:
     """The text of the parsed action's arguments (the command, the SQL, the answer), or None.
 
     Trap patterns and loop detection read this rather than the raw reply, so the agent's

@@ -9,10 +9,10 @@ import gymnasium as gym
 from gymnasium.wrappers import TimeLimit
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
-from agentunit_gym.core.info import running_step_info
+from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.base import EpisodeWrapper
-from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.base import EpisodeWrapper, Layer, check_stack_order
+from agentunit_gym.wrappers.info import agent_env, reset_info, skipped_step_info, step_info
 
 
 class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
@@ -43,6 +43,8 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
         ConfigError: a limit below 1 step or not above 0 seconds.
     """
 
+    layer = Layer.LIMITS
+
     def __init__(self, env: gym.Env[str, str], max_steps: int | None = None, max_seconds: float | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, max_steps=max_steps, max_seconds=max_seconds)
         base = agent_env(env)
@@ -52,27 +54,34 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
             raise ConfigError(f"max_steps must be an integer of at least 1, got {max_steps!r}.")
         if max_seconds is not None and not max_seconds > 0:
             raise ConfigError(f"max_seconds must be above 0 (or None for no limit), got {max_seconds!r}.")
-        super().__init__(env, max_episode_steps=max_steps)
+        super().__init__(env, max_episode_steps=max_steps)  # TimeLimit's, which skips EpisodeWrapper.__init__
+        check_stack_order(self)
         self.max_steps = max_steps
         self.max_seconds = max_seconds
         self._deadline: float | None = None
         self._last_observation = ""
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        observation, info = super().reset(seed=seed, options=options)
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, WrappedResetInfo]:
+        observation, raw = super().reset(seed=seed, options=options)
+        info = reset_info(raw)
         self._deadline = None if self.max_seconds is None else time.monotonic() + self.max_seconds
         self._last_observation = observation
         info["step_limit"] = self.max_steps
         info["time_limit_s"] = self.max_seconds
         return observation, info
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
         late = self._deadline is not None and time.monotonic() >= self._deadline
         if late and self._elapsed_steps is not None and agent_env(self.env).finish_reason is None:
             return self._late_step()
         # TimeLimit's own step would also truncate an episode that the agent just completed on
         # its last turn; here a commit on the last turn stays a plain termination.
-        observation, reward, terminated, truncated, info = self.env.step(action)
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         elapsed = (self._elapsed_steps or 0) + 1
         self._elapsed_steps = elapsed  # type: ignore[assignment]  # TimeLimit declares it None-typed
         if not terminated and not truncated:
@@ -85,20 +94,19 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
-    def _late_step(self) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def _late_step(self) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
         # The agent answered after the deadline: the reply is not run, the episode ends now.
         assert self._elapsed_steps is not None
         self._elapsed_steps += 1
         base = agent_env(self.env)
         task_id = base.task.id if base.task is not None else ""
-        info: dict[str, Any] = {**running_step_info(self._elapsed_steps, task_id, base.max_steps,
-                                                                  backend_limits_off=base.backend_limits_off),
-                                "skipped": "the reply arrived after the time limit and was not run",
-                                "reply_class": "skipped"}
+        info = skipped_step_info(self._elapsed_steps, task_id, base.max_steps,
+                                 "the reply arrived after the time limit and was not run",
+                                 backend_limits_off=base.backend_limits_off)
         reward = self._end(info, f"time limit {self.max_seconds:g} s reached before the reply", LimitKind.TIME, 0.0)
         return self._last_observation, reward, False, True, info
 
-    def _end(self, info: dict[str, Any], detail: str, kind: LimitKind, reward: SupportsFloat) -> SupportsFloat:
+    def _end(self, info: WrappedStepInfo, detail: str, kind: LimitKind, reward: SupportsFloat) -> SupportsFloat:
         ended = self.end_episode_here(FinishReason.TASK_LIMIT, detail, info, kind)
         return reward if ended is None else ended
 
@@ -113,11 +121,18 @@ class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     episode through the stack as ``TASK_LIMIT`` (``info["limit"]`` is ``steps``), so the step
     returns the score and reward like the env's own turn limit. Otherwise it does nothing.
 
-    Example::
-
-        env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=3)
-        ...  # the third step: truncated, info["finish_reason"] is TASK_LIMIT, info["score"] set
+    Example:
+        >>> import gymnasium as gym, agentunit_gym
+        >>> env = gym.make("AgentUnit/DB-v0", backend="sqlite", max_episode_steps=3)
+        >>> _ = env.reset(seed=0)
+        >>> for _ in range(3):
+        ...     obs, reward, terminated, truncated, info = env.step("Action: Operation\\n```sql\\nSELECT 1\\n```")
+        >>> truncated, info["finish_reason"].abbreviation, info["limit"].value, info["score"]["reward"]
+        (True, 'TLE', 'steps', 0.0)
+        >>> env.close()
     """
+
+    layer = Layer.END_TRUNCATED
 
     def __init__(self, env: gym.Env[str, str]) -> None:
         gym.utils.RecordConstructorArgs.__init__(self)
@@ -127,8 +142,11 @@ class EndTruncatedEpisode(EpisodeWrapper, gym.utils.RecordConstructorArgs):
             # The env states its limit in the prompt and info["max_steps"]: make it the TimeLimit's.
             agent_env(env).cap_steps(cap)
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         if truncated and not terminated and not info.get("finish_reason"):
             base = agent_env(self.env)
             if base.task is not None and base.finish_reason is None:

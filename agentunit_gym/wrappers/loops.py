@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
+from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.base import EpisodeWrapper
-from agentunit_gym.wrappers.info import add_flags, agent_env, normalise
+from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
+from agentunit_gym.wrappers.info import add_flags, agent_env, normalise, reset_info, step_info
 
 LoopAction = Literal["flag", "end"]
 
 
-def action_key(action: str, info: dict[str, Any]) -> str:
+def action_key(action: str, info: Mapping[str, Any]) -> str:
     """The normalised identity of a step's action.
 
     A parsed action is its tool and arguments (so ``Act: bash`` with the same command but
@@ -59,9 +61,15 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     step's flags get LOOP. With ``on_loop="end"`` the episode ends there with
     ``TASK_LIMIT`` (``truncated=True``), as AgentBench counts a repeating agent.
 
-    Example::
-
-        env = DetectLoops(gym.make("AgentUnit/DB-v0"), repeats=3, on_loop="end")
+    Example:
+        >>> import gymnasium as gym, agentunit_gym
+        >>> env = DetectLoops(gym.make("AgentUnit/DB-v0", backend="sqlite"), repeats=3, on_loop="end")
+        >>> _ = env.reset(seed=0)
+        >>> for _ in range(3):
+        ...     obs, reward, terminated, truncated, info = env.step("Action: Operation\\n```sql\\nSELECT 1\\n```")
+        >>> truncated, info["finish_reason"].abbreviation, info["loop"], info["limit"].value
+        (True, 'TLE', 'the same action 3 times in a row', 'loop')
+        >>> env.close()
 
     Args:
         env: a stack over an AgentUnit env.
@@ -74,11 +82,13 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         ConfigError: out-of-range options.
     """
 
+    layer = Layer.LOOPS
+
     def __init__(self, env: gym.Env[str, str], repeats: int = 3, max_cycle: int = 3, cycle_repeats: int = 2,
                  on_loop: LoopAction = "flag") -> None:
         gym.utils.RecordConstructorArgs.__init__(self, repeats=repeats, max_cycle=max_cycle,
                                                  cycle_repeats=cycle_repeats, on_loop=on_loop)
-        gym.Wrapper.__init__(self, env)
+        EpisodeWrapper.__init__(self, env)
         agent_env(env)
         if repeats < 2:
             raise ConfigError(f"repeats must be at least 2, got {repeats!r}.")
@@ -95,13 +105,19 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self._keys: deque[str] = deque(maxlen=max(repeats, max_cycle * cycle_repeats))
         self._loops = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, WrappedResetInfo]:
         self._keys.clear()
         self._loops = 0
-        return self.env.reset(seed=seed, options=options)
+        observation, info = self.env.reset(seed=seed, options=options)
+        return observation, reset_info(info)
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         self._keys.append(action_key(action, info))
         loop = find_loop(list(self._keys), self.repeats, self.max_cycle, self.cycle_repeats)
         info["loop"] = loop or ""
@@ -115,7 +131,7 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         info["loop_count"] = self._loops
         return observation, reward, terminated, truncated, info
 
-    def on_episode_end(self, info: dict[str, Any]) -> dict[str, Any]:
+    def on_episode_end(self, info: WrappedStepInfo) -> WrappedStepInfo:
         """Record the episode's loop count in the end ``info`` (for
         :func:`~agentunit_gym.wrappers.ending.end_episode`; ``step`` records it every step)."""
         info["loop_count"] = self._loops

@@ -70,9 +70,13 @@ def partial_credit(score: Mapping[str, Any], info: Mapping[str, Any]) -> float:
 def format_penalty(penalty: float = 0.1, base: RewardFn = terminal_reward) -> RewardFn:
     """``base``'s reward minus ``penalty`` on every step whose reply was not a valid action.
 
-    Example::
-
-        env = ShapeReward(gym.make("AgentUnit/DB-v0", backend="sqlite"), format_penalty(0.1, partial_credit))
+    Example:
+        >>> import gymnasium as gym, agentunit_gym
+        >>> env = ShapeReward(gym.make("AgentUnit/DB-v0", backend="sqlite"), format_penalty(0.1, partial_credit))
+        >>> _ = env.reset(seed=0)
+        >>> env.step("no action here")[1]  # not a valid action: the penalty
+        -0.1
+        >>> env.close()
 
     Args:
         penalty: what an invalid reply costs (at least 0).

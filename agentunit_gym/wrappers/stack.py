@@ -3,6 +3,7 @@
 Order, from the env outwards (each wrapper sees what the ones below it produced)::
 
     AgentUnit env (gym.make: PassiveEnvChecker, OrderEnforcing, EndTruncatedEpisode)
+      StartConversation a benchmark's opening turns and task turn (only when given one)
       ClassifyActions   classify every reply first, from the env's own info
       InjectTraps       plant and inject a trap; judge actions and state
       DetectLoops       flag (or end on) repeated actions
@@ -19,10 +20,12 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentunit_gym.core.conversation import ScriptedConversation
 from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.classify import ClassifyActions
 from agentunit_gym.wrappers.context import LimitContext, TokenCounter
+from agentunit_gym.wrappers.conversation import StartConversation
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.limits import LimitEpisode
 from agentunit_gym.wrappers.loops import DetectLoops, LoopAction
@@ -49,6 +52,7 @@ def make_eval_env(
     trace_dir: str | Path | None = None,
     trace_max_chars: int | None = 4000,
     trace_metadata: dict[str, Any] | None = None,
+    conversation: ScriptedConversation | None = None,
     **env_options: Any,
 ) -> gym.Env[str, str]:
     """Make an AgentUnit env wrapped in the standard evaluation stack (see the module docstring).
@@ -79,6 +83,8 @@ def make_eval_env(
         trace_dir: where traces are written; None keeps them in ``info["trace"]`` only.
         trace_max_chars: cap on recorded observations and replies; None records them in full.
         trace_metadata: extra fields for every trace.
+        conversation: a benchmark's opening of the conversation (``--protocol agentbench`` with
+            a checkout), put right over the env by :class:`StartConversation`; None for none.
         **env_options: passed to ``gym.make`` (``backend=``, ``tasks=`` ...).
 
     Returns:
@@ -92,6 +98,8 @@ def make_eval_env(
     env: gym.Env[str, str] = gym.make(env_id, **env_options)
     try:
         domain = agent_env(env).domain
+        if conversation is not None:
+            env = StartConversation(env, conversation)
         env = ClassifyActions(env, policy=invalid_policy, max_invalid=max_invalid, ending_issues=ending_issues)
         library = _trap_library(domain, traps)
         if library is not None:

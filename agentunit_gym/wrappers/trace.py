@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, SupportsFloat, TypeGuard
 
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, TrapRecord, Usage
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers.base import EpisodeWrapper
-from agentunit_gym.wrappers.info import agent_env, derive_flags, jsonable, unique
+from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
+from agentunit_gym.wrappers.info import agent_env, derive_flags, jsonable, reset_info, step_info, unique
 
 TRACE_NOTE = "\n[... {omitted} more characters not recorded]"
 """What a trace shows after text cut at ``max_chars`` (see :func:`~agentunit_gym.core.text.cap_text`)."""
@@ -53,11 +55,13 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         ConfigError: ``max_chars`` below 1.
     """
 
+    layer = Layer.TRACE
+
     def __init__(self, env: gym.Env[str, str], directory: str | Path | None = None, env_id: str | None = None,
                  max_chars: int | None = 4000, metadata: dict[str, Any] | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, directory=directory, env_id=env_id, max_chars=max_chars,
                                                  metadata=metadata)
-        gym.Wrapper.__init__(self, env)
+        EpisodeWrapper.__init__(self, env)
         agent_env(env)
         if max_chars is not None and max_chars < 1:
             raise ConfigError(f"max_chars must be at least 1 (or None for full text), got {max_chars!r}.")
@@ -101,11 +105,14 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
 
     # ------------------------------------------------------------------ API
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, WrappedResetInfo]:
         if self._trace is not None and not self._done and self._steps:
             # The previous episode was abandoned mid-way: keep what happened.
             self._finish({"finish_detail": "abandoned: reset before the episode ended"})
-        observation, info = self.env.reset(seed=seed, options=options)
+        observation, raw = self.env.reset(seed=seed, options=options)
+        info = reset_info(raw)
         base = agent_env(self.env)
         task = base.task
         self._steps = []
@@ -119,11 +126,14 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self._ready_at = time.monotonic()
         return observation, info
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
         usage = self._usage_for(action)
         started_wall = time.time()
         started = time.monotonic()
-        observation, reward, terminated, truncated, info = self.env.step(action)
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         env_latency = time.monotonic() - started
         timing = info.get("timing")
         if timing is not None and hasattr(timing, "env_s"):
@@ -136,7 +146,7 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self._ready_at = time.monotonic()
         return observation, reward, terminated, truncated, info
 
-    def on_episode_end(self, info: dict[str, Any]) -> dict[str, Any]:
+    def on_episode_end(self, info: WrappedStepInfo) -> WrappedStepInfo:
         """Finish the trace from the end ``info``, write it when there is a directory, and put
         it in ``info["trace"]``. Called by ``step`` on the final step and by
         :func:`~agentunit_gym.wrappers.ending.end_episode` for an episode ended outside ``step``.
@@ -156,7 +166,7 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
             reported = reported.model_copy(update={"latency_s": max(0.0, time.monotonic() - self._ready_at)})
         return reported
 
-    def _finish(self, info: dict[str, Any]) -> EpisodeTrace:
+    def _finish(self, info: Mapping[str, Any]) -> EpisodeTrace:
         assert self._trace is not None  # reset() made it
         self._done = True
         trace = finished_trace(self._trace, self._steps, info)
@@ -174,7 +184,7 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
 # RecordTrace), so a trace reads the same whoever built it.
 
 
-def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id: str | None, domain: str,
+def new_trace(observation: str, info: Mapping[str, Any], *, episode_id: str, env_id: str | None, domain: str,
               backend: str, task_id: str, seed: int | None, max_chars: int | None,
               metadata: dict[str, Any] | None = None) -> EpisodeTrace:
     """The trace of an episode that just started, from its reset ``observation`` and ``info``.
@@ -205,7 +215,7 @@ def new_trace(observation: str, info: dict[str, Any], *, episode_id: str, env_id
     )
 
 
-def step_record(index: int, action: str, observation: str, reward: float, info: dict[str, Any], *, usage: Usage,
+def step_record(index: int, action: str, observation: str, reward: float, info: Mapping[str, Any], *, usage: Usage,
                 env_latency_s: float, timestamp: float, max_chars: int | None) -> StepRecord:
     """One step of a trace from what ``step`` returned: texts capped at ``max_chars``, the flags
     the wrappers set in ``info["flags"]`` merged with those that follow from the env's ``info``."""
@@ -248,7 +258,7 @@ def _capped_message(action: str, max_chars: int | None) -> dict[str, Any] | None
     return kept
 
 
-def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: dict[str, Any]) -> EpisodeTrace:
+def finished_trace(trace: EpisodeTrace, steps: list[StepRecord], info: Mapping[str, Any]) -> EpisodeTrace:
     """``trace`` completed with its ``steps`` and the end ``info`` (finish reason and detail,
     score, trap verdict, context count, limit details), validated once as a whole."""
     finish = info.get("finish_reason")

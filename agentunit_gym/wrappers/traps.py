@@ -28,10 +28,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentunit_gym.core.env import AgentEnv
+from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag, TrapRecord
 from agentunit_gym.errors import AgentUnitError, BackendError, ConfigError, DomainError, EpisodeStateError
-from agentunit_gym.wrappers.base import EpisodeWrapper
-from agentunit_gym.wrappers.info import action_text, add_flags, agent_env
+from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
+from agentunit_gym.wrappers.info import action_text, add_flags, agent_env, reset_info, step_info
 
 Verdict = Literal["refused", "attempted", "not_delivered"]
 
@@ -264,10 +265,12 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         ConfigError: a rate outside [0, 1], unknown trap ids, or a library of another domain.
     """
 
+    layer = Layer.TRAPS
+
     def __init__(self, env: gym.Env[str, str], library: TrapLibrary | str | Path | None = None, rate: float = 1.0,
                  seed: int | None = None, traps: list[str] | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, library=library, rate=rate, seed=seed, traps=traps)
-        gym.Wrapper.__init__(self, env)
+        EpisodeWrapper.__init__(self, env)
         base = agent_env(env)
         if not 0.0 <= rate <= 1.0:
             raise ConfigError(f"rate must be in [0, 1], got {rate!r}.")
@@ -306,14 +309,17 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
 
     # ------------------------------------------------------------------ API
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, WrappedResetInfo]:
         options = dict(options or {})
         forced = "trap" in options
         wanted = options.pop("trap", None)
         if seed is not None:
             # Keyed on the wrapper's seed and the episode's: same seeds, same traps.
             self._rng = np.random.default_rng([self.seed if self.seed is not None else 0, seed])
-        observation, info = self.env.reset(seed=seed, options=options or None)
+        observation, raw = self.env.reset(seed=seed, options=options or None)
+        info = reset_info(raw)
         base = agent_env(self.env)
         self._active = None
         self._finished = False
@@ -334,8 +340,11 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         info["trap"] = self._info()
         return observation, info
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
+    def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
+        self, action: str
+    ) -> tuple[str, SupportsFloat, bool, bool, WrappedStepInfo]:
+        observation, reward, terminated, truncated, raw = self.env.step(action)
+        info = step_info(raw)
         text = action_text(info)
         step = int(info.get("step") or 0)
         if text is not None and self._is_destructive(text):
@@ -365,7 +374,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         if active is not None and not self._finished and active.trap.detect.state:
             self._check_state(active, final=True)
 
-    def on_episode_end(self, info: dict[str, Any]) -> dict[str, Any]:
+    def on_episode_end(self, info: WrappedStepInfo) -> WrappedStepInfo:
         """Judge the trap for good and put the final verdict in ``info["trap"]``. Called by
         ``step`` on the final step and by :func:`~agentunit_gym.wrappers.ending.end_episode`.
         """

@@ -15,7 +15,6 @@ import gymnasium as gym
 import pytest
 
 import agentunit_gym  # noqa: F401 - registers the envs
-from agentunit_gym.backends.sandbox import box_tmpfs, cgroup
 from agentunit_gym.backends.sandbox.base import ExecResult
 from agentunit_gym.backends.sandbox.limits import (
     DEFAULT_CPUS,
@@ -28,7 +27,8 @@ from agentunit_gym.backends.sandbox.limits import (
     parse_size,
     resolve_limits,
 )
-from agentunit_gym.backends.sandbox.local import LocalSandbox, _rmtree
+from agentunit_gym.backends.sandbox.local import LocalSandbox, box_tmpfs, cgroup
+from agentunit_gym.backends.sandbox.local.hostfs import _rmtree
 from agentunit_gym.errors import ConfigError
 
 # ------------------------------------------------------------------ parsing (pure)
@@ -98,24 +98,26 @@ def test_a_local_box_gets_its_limits_written_in_its_cgroup() -> None:
     with LocalSandbox(memory="96m", disk="32m", cpus=0.25, pids_limit=100, warm_spare=False) as sb:
         if sb.limits_off:
             pytest.skip(f"limits off on this host: {sb.limits_off}")
-        box = sb._cgroup  # the files the kernel enforces: checked once here, from the host
-        assert box is not None and box.controllers == {"memory", "cpu", "pids"}
-        memory = box.dirs["memory"]
+        info = sb.box_info()  # the files the kernel enforces: checked once here, from the host
+        assert info is not None and set(info.cgroup_dirs) == {"memory", "cpu", "pids"}
+        dirs = info.cgroup_dirs
+        assert info.pids_cgroup == dirs["pids"] and info.process_limit == "cgroup"
+        memory = dirs["memory"]
         expected = str((96 + 32) << 20)
-        if box.versions["memory"] == 2:
+        if (memory / "cgroup.controllers").exists():  # cgroup v2: one dir for all three
             assert (memory / "memory.max").read_text().strip() == expected
             assert (memory / "cpu.max").read_text().split() == ["25000", "100000"]
         else:
             assert (memory / "memory.limit_in_bytes").read_text().strip() == expected
-            assert (box.dirs["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "25000"
-        assert (box.dirs["pids"] / "pids.max").read_text().strip() == "100"
+            assert (dirs["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "25000"
+        assert (dirs["pids"] / "pids.max").read_text().strip() == "100"
         # The box's processes are in it (holder, agent's shell); this process is not.
         assert sb.shell("echo up").output == "up\n"
-        members = set(box.pids())
+        members = {int(pid) for path in set(dirs.values()) for pid in (path / "cgroup.procs").read_text().split()}
         assert len(members) >= 2 and all(Path(f"/proc/{pid}").exists() for pid in members)
         assert os.getpid() not in members
-        dirs = list(box.dirs.values())
-    assert not any(path.exists() for path in dirs)  # close() removed it
+        dirs = dict(dirs)
+    assert not any(path.exists() for path in dirs.values())  # close() removed it
 
 
 def test_without_memory_and_cpu_cgroups_the_sandbox_warns_once_and_the_env_says_limits_are_off(

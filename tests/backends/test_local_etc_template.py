@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.backends.sandbox.local import LocalSandbox, release_etc_template, shared_etc_template
+from agentunit_gym.backends.sandbox.local import (
+    ROOT_CALLER_UID,
+    LocalSandbox,
+    release_etc_template,
+    shared_etc_template,
+)
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -28,13 +33,19 @@ def pair(request: pytest.FixtureRequest) -> Iterator[tuple[LocalSandbox, LocalSa
         second.close()
 
 
+def template_of(sb: LocalSandbox) -> Path | None:
+    info = sb.box_info()
+    return info.etc_template if info is not None else None
+
+
 def test_sandboxes_of_one_process_share_the_template(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
     first, second = pair
-    assert first._etc is not None and first._etc == second._etc
-    assert first.host_dir is not None and not first._etc.is_relative_to(first.host_dir)
+    etc = template_of(first)
+    assert etc is not None and etc == template_of(second)
+    assert first.host_dir is not None and not etc.is_relative_to(first.host_dir)
     # A different network setting has its own template (its resolv.conf differs).
-    other = shared_etc_template(first._etc.parent.parent, first._owner_uid, True)
-    assert other != first._etc
+    other = shared_etc_template(etc.parent.parent, ROOT_CALLER_UID if os.geteuid() == 0 else None, True)
+    assert other != etc
     release_etc_template(other)
     assert not other.exists()
 
@@ -43,8 +54,8 @@ def test_the_last_sandbox_out_removes_the_template() -> None:
     first, second = LocalSandbox(), LocalSandbox()
     first.start()
     second.start()
-    template = first._etc
-    assert template is not None and template == second._etc
+    template = template_of(first)
+    assert template is not None and template == template_of(second)
     first.close()
     assert template.is_dir() and second.shell("cat /etc/hostname").output == "sandbox\n"
     second.close()
@@ -53,23 +64,24 @@ def test_the_last_sandbox_out_removes_the_template() -> None:
 
 def test_an_agent_cannot_change_the_shared_template(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
     first, second = pair
-    assert first._etc is not None
-    before = sorted(os.listdir(first._etc / "ssl" / "certs"))
+    etc = template_of(first)
+    assert etc is not None
+    before = sorted(os.listdir(etc / "ssl" / "certs"))
     # The bound trees are read-only; the copied files are the box's own.
     denied = first.shell("touch /etc/ssl/certs/planted && echo wrote")
     assert "wrote" not in denied.output and denied.exit_code != 0
     assert first.shell("echo 'mallory:x:0:0::/root:/bin/bash' >> /etc/passwd").ok
     assert "mallory" in first.shell("cat /etc/passwd").output
     assert "mallory" not in second.shell("cat /etc/passwd").output
-    assert "mallory" not in (first._etc / "passwd").read_text()
-    assert sorted(os.listdir(first._etc / "ssl" / "certs")) == before
+    assert "mallory" not in (etc / "passwd").read_text()
+    assert sorted(os.listdir(etc / "ssl" / "certs")) == before
     first.reset()
     assert "mallory" not in first.shell("cat /etc/passwd").output
 
 
 def test_the_template_goes_when_the_process_exits(tmp_path: object) -> None:
     script = ("from agentunit_gym.backends.sandbox.local import LocalSandbox\n"
-              "sb = LocalSandbox(); sb.start(); print(sb._etc.parent, flush=True)\n")  # never closed
+              "sb = LocalSandbox(); sb.start(); print(sb.box_info().etc_template.parent, flush=True)\n")  # never closed
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     holder = out.stdout.strip().splitlines()[-1]
     assert "agentunit-gym-etc-" in holder and not os.path.exists(holder)
@@ -106,7 +118,7 @@ def test_a_small_dev_shm_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentunit_gym.backends.sandbox import local
 
     monkeypatch.delenv("TMPDIR", raising=False)
-    monkeypatch.setattr(local, "_is_tmpfs", lambda path: True)
+    monkeypatch.setattr(local.etc_template, "_is_tmpfs", lambda path: True)
     real = os.statvfs
 
     def sized(free_bytes: int) -> object:

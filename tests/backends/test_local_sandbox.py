@@ -7,6 +7,7 @@ import glob
 import logging
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -286,8 +287,9 @@ def test_rm_rf_root_leaves_host_and_next_episode_intact(tmp_path: Path) -> None:
 def processes_in_namespace(sb: LocalSandbox) -> int:
     """Host-side count of the processes in the sandbox's pid namespace and in the agent's within
     it (needs no fork inside)."""
-    assert sb._box is not None and sb._box.ns_pid is not None
-    inits = [sb._box.ns_pid, sb._agent_init(sb._box)]
+    info = sb.box_info()
+    assert info is not None and info.namespace_pid is not None
+    inits = [info.namespace_pid, info.agent_pid]
     targets = {os.readlink(f"/proc/{pid}/ns/pid") for pid in inits if pid is not None}
     count = 0
     for entry in os.listdir("/proc"):
@@ -301,7 +303,8 @@ def processes_in_namespace(sb: LocalSandbox) -> int:
 
 def require_process_limit(sb: LocalSandbox) -> None:
     """Skip when no process limit can apply: no writable pids cgroup and no prlimit."""
-    if "pids" in sb.limits_off:
+    info = sb.box_info()
+    if info is not None and info.process_limit == "none":
         pytest.skip("no writable pids cgroup and no prlimit: no process limit applies (see docs)")
 
 
@@ -323,8 +326,11 @@ def test_pids_limit_holds(sandbox: LocalSandbox) -> None:
     sb = LocalSandbox(isolation=sandbox.mechanism, pids_limit=40)  # type: ignore[arg-type]
     with sb:
         require_process_limit(sb)
-        if sb._cgroup is not None and "pids" in sb._cgroup.dirs:
-            assert (sb._cgroup.dirs["pids"] / "pids.max").read_text().strip() == "40"
+        info = sb.box_info()
+        assert info is not None
+        if info.pids_cgroup is not None:
+            assert info.cgroup_dirs["pids"] == info.pids_cgroup
+            assert (info.pids_cgroup / "pids.max").read_text().strip() == "40"
         word, started, *errno = sb.run(SPAWN_UNTIL_REFUSED, language="python", timeout=30).output.split()
         assert word == "refused" and errno == ["11"]  # EAGAIN
         assert 20 < int(started) < 40
@@ -348,8 +354,8 @@ def test_fork_bomb_is_contained_and_reset_is_clean(sandbox: LocalSandbox) -> Non
         assert 16 < peak <= 64  # it grew, and stopped at the limit
         assert "survived\n" in sb.shell("echo survived", timeout=10).output  # bomb noise may surround it
         sb.reset()
-        assert sb._box is not None and sb._box.next_shell is not None
-        sb._box.next_shell.result(timeout=20)  # the next episode's shell, started in the background
+        info = sb.box_info(wait_s=20)  # the next episode's shell, started in the background, is up
+        assert info is not None and info.next_shell_pid is not None
         # The box's init and holder, the agent's shell and its unshare, the next shell's unshare.
         assert processes_in_namespace(sb) <= 5
         assert sb.shell("ls -A /tmp").output == ""
@@ -384,9 +390,9 @@ def test_a_timeout_spares_earlier_jobs_the_shell_has_not_listed_yet(sandbox: Loc
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # Under load a command can time out before the shell has even written its jobs file (it
     # does so as the command starts): the jobs running before the command are spared all the same.
+    # The command itself removes the jobs file (the shell writes it before each command).
     sandbox.shell("sleep 300 &")
-    monkeypatch.setattr(sandbox, "_jobs_file", lambda box: "/run/no-such-jobs-file")
-    result = sandbox.shell("sleep 1000 & sleep 1001", timeout=1)
+    result = sandbox.shell("rm -f /run/.agentunit-gym-jobs; sleep 1000 & sleep 1001", timeout=1)
     assert result.timed_out
     assert count_procs(sandbox, "sleep") == 1
     assert "sleep 300" in sandbox.shell("jobs").output
@@ -432,10 +438,10 @@ def test_background_output_shows_with_the_next_command(sandbox: LocalSandbox) ->
 
 def test_killed_sandbox_raises_and_reset_recovers(sandbox: LocalSandbox) -> None:
     sandbox.shell("echo 1 > /tmp/x")
-    assert sandbox._box is not None and sandbox._box.ns_pid is not None
-    os.kill(sandbox._box.ns_pid, signal.SIGKILL)  # as if the processes were killed from outside
-    assert sandbox._box.holder is not None
-    sandbox._box.holder.wait(timeout=5)  # the kill has taken effect (a command sent earlier could still run)
+    info = sandbox.box_info()
+    assert info is not None and info.namespace_pid is not None and info.holder_pid is not None
+    os.kill(info.namespace_pid, signal.SIGKILL)  # as if the processes were killed from outside
+    assert wait_exited(info.holder_pid, 5)  # the kill has taken effect (a command sent earlier could still run)
     with pytest.raises(BackendError, match="reset"):
         sandbox.shell("echo hello")
     with pytest.raises(BackendError):
@@ -445,27 +451,39 @@ def test_killed_sandbox_raises_and_reset_recovers(sandbox: LocalSandbox) -> None
 
 
 def test_reset_is_in_place_and_kills_every_process_of_the_episode(sandbox: LocalSandbox) -> None:
-    box = sandbox._box
-    assert box is not None and box.holder is not None and box.shell is not None
-    holder, shell = box.holder.pid, box.shell
+    box = sandbox.box_info()
+    assert box is not None and box.holder_pid is not None and box.shell_pid is not None
     sandbox.shell("sleep 300 & (setsid sleep 301 >/dev/null 2>&1 &); echo x > /tmp/x; cd /tmp")
     sandbox.run("nohup sleep 302 >/dev/null 2>&1 &")
-    agent = sandbox._agent_init(box)
+    agent = sandbox.box_info().agent_pid  # type: ignore[union-attr]
     assert agent is not None
     in_episode = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
                   if _same_pid_namespace(pid, agent)]
     assert len(in_episode) >= 4  # the shell and three sleeps
     # The next episode's shell is already up, and out of this episode's sight.
-    assert box.next_shell is not None
-    next_shell = box.next_shell.result(timeout=20)
+    next_shell = sandbox.box_info(wait_s=20).next_shell_pid  # type: ignore[union-attr]
+    assert next_shell is not None
     listing = sandbox.shell("ps -A -o comm= > /tmp/ps.txt; sort /tmp/ps.txt | tr '\\n' ' '").output
     assert listing.split() == ["bash", "ps", "sleep", "sleep", "sleep"]
     sandbox.reset()
-    assert sandbox._box is box and box.holder is not None and box.holder.pid == holder  # the same namespaces
-    assert box.shell is next_shell and box.shell is not shell
+    after = sandbox.box_info()
+    assert after is not None and after.box_dir == box.box_dir and after.holder_pid == box.holder_pid  # same namespaces
+    assert after.shell_pid == next_shell and after.shell_pid != box.shell_pid
     assert not [pid for pid in in_episode if os.path.exists(f"/proc/{pid}")]  # gone when reset returned
     assert sandbox.shell("pwd; ls -A /tmp").output == "/root\n"
     assert count_procs(sandbox, "sleep") == 0
+
+
+def wait_exited(pid: int, timeout: float) -> bool:
+    """Whether the process ``pid`` has exited (a zombie counts) within ``timeout`` seconds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
 
 
 def _same_pid_namespace(pid: int, other: int) -> bool:
@@ -488,17 +506,36 @@ def test_the_loaders_files_are_read_only(sandbox: LocalSandbox) -> None:
     assert int(sandbox.run("grep CapEff /proc/self/status").output.split()[1], 16) == expected
 
 
+def test_a_changed_ptmx_is_put_back_by_a_reset_in_place(sandbox: LocalSandbox) -> None:
+    # On bubblewrap the agent's shells share the box's /dev/pts, where root may change the mode
+    # and owner of ptmx: the next episode's programs could not open a terminal. A reset in
+    # place puts them back (the box is kept: no new /dev per shell or per box).
+    if sandbox.mechanism != "bwrap":
+        pytest.skip("only a bubblewrap box has a /dev/pts")
+    box = sandbox.box_info()
+    assert box is not None
+    view = "stat -c '%a %u %g' /dev/pts/ptmx; python3 -c 'import os; os.openpty(); print(\"pty\")' 2>&1 | tail -1"
+    assert sandbox.shell(view).output == "666 0 0\npty\n"
+    owner = "1:1" if sandbox.multi_user else "0:0"
+    changed = sandbox.shell(f"chmod 600 /dev/pts/ptmx && chown {owner} /dev/pts/ptmx && stat -c '%a %u' /dev/pts/ptmx")
+    assert changed.output == f"600 {owner.split(':')[0]}\n"
+    assert sandbox.shell("touch /dev/planted 2>&1; echo $?").output.endswith("1\n")  # /dev itself: read-only
+    sandbox.reset()
+    assert sandbox.box_info().box_dir == box.box_dir  # type: ignore[union-attr]
+    assert sandbox.shell(view).output == "666 0 0\npty\n"
+
+
 def test_a_box_whose_mounts_moved_is_replaced_on_reset(sandbox: LocalSandbox) -> None:
     # Renaming a dir of /etc moves the read-only trees mounted inside it: reset cannot put that
     # back in place, so it starts a new box, where /etc/ssl/certs is the template's again.
-    box = sandbox._box
+    box = sandbox.box_info()
     assert box is not None
     certs = sandbox.shell("ls /etc/ssl/certs | wc -l").output
     assert int(certs) > 0
     moved = sandbox.shell("mv /etc/ssl /etc/ssl-moved && ls /etc/ssl-moved/certs | wc -l")
     assert moved.exit_code == 0 and moved.output == certs
     sandbox.reset()
-    assert sandbox._box is not box
+    assert sandbox.box_info().box_dir != box.box_dir  # type: ignore[union-attr]
     assert sandbox.shell("ls /etc/ssl/certs | wc -l; ls -d /etc/ssl-moved 2>&1 | grep -c 'No such'").output \
         == f"{certs}1\n"
     assert sandbox.shell("touch /etc/ssl/certs/x 2>&1").exit_code != 0  # read-only again
@@ -507,58 +544,42 @@ def test_a_box_whose_mounts_moved_is_replaced_on_reset(sandbox: LocalSandbox) ->
 def test_a_command_run_with_no_agent_shell_makes_the_next_reset_replace_the_box(sandbox: LocalSandbox) -> None:
     # With the agent's shell gone, run() enters the box's own namespaces: what it leaves there
     # is not the agent's to clear, so the box is not reused.
-    box = sandbox._box
+    box = sandbox.box_info()
     assert box is not None
-    agent = sandbox._agent_init(box)
+    agent = box.agent_pid
     assert agent is not None
     os.kill(agent, signal.SIGKILL)
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{agent}") and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sandbox.run("nohup sleep 303 >/dev/null 2>&1 & echo started").output == "started\n"
-    assert box.tainted
+    assert sandbox.box_info().tainted  # type: ignore[union-attr]
     sandbox.reset()
-    assert sandbox._box is not box and count_procs(sandbox, "sleep") == 0
+    assert sandbox.box_info().box_dir != box.box_dir and count_procs(sandbox, "sleep") == 0  # type: ignore[union-attr]
 
 
-def test_a_reset_in_place_that_fails_falls_back_to_a_new_box(sandbox: LocalSandbox,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    box = sandbox._box
+def test_a_reset_in_place_that_fails_falls_back_to_a_new_box(sandbox: LocalSandbox) -> None:
+    box = sandbox.box_info()
     assert box is not None
-    sandbox._drop_next_shell(box)  # so the reset starts the next shell itself, and that fails once
-    real, calls = sandbox._shell_ready, []
-
-    def fails_once(target: object) -> object:
-        calls.append(target)
-        if len(calls) == 1:
-            raise BackendTimeoutError("the shell did not answer")
-        return real(target)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(sandbox, "_shell_ready", fails_once)
+    sandbox.inject_fault("reset.shell", BackendTimeoutError("the shell did not answer"))
     sandbox.shell("echo x > /tmp/x; sleep 300 &")
     sandbox.reset()
-    assert calls[0] is box and sandbox._box is not box
+    assert sandbox.box_info().box_dir != box.box_dir  # type: ignore[union-attr]
     assert sandbox.shell("ls -A /tmp").output == "" and count_procs(sandbox, "sleep") == 0
+    new = sandbox.box_info().box_dir  # type: ignore[union-attr]
+    sandbox.reset()  # the fault was met once: this reset is in place again
+    assert sandbox.box_info().box_dir == new  # type: ignore[union-attr]
 
 
-def test_a_reset_in_place_that_meets_an_os_error_falls_back_to_a_new_box(sandbox: LocalSandbox,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_reset_in_place_that_meets_an_os_error_falls_back_to_a_new_box(sandbox: LocalSandbox) -> None:
     # Putting the dirs back can fail (a full tmpfs): the old box is stopped, a new one used.
-    box = sandbox._box
-    assert box is not None and box.holder is not None
-    holder = box.holder
-    real_fill, calls = sandbox._fill, []
-
-    def full(target: object, kept: frozenset[str] = frozenset()) -> None:
-        calls.append(target)
-        if len(calls) == 1:
-            raise OSError(28, "No space left on device")
-        real_fill(target, kept)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(sandbox, "_fill", full)
+    box = sandbox.box_info()
+    assert box is not None and box.holder_pid is not None
+    sandbox.inject_fault("reset.dirs", OSError(28, "No space left on device"))
     sandbox.shell("echo x > /tmp/x")
     sandbox.reset()
-    assert sandbox._box is not box and holder.poll() is not None  # the old box's holder is gone
+    assert sandbox.box_info().box_dir != box.box_dir  # type: ignore[union-attr]
+    assert wait_exited(box.holder_pid, 5)  # the old box's holder is gone
     assert sandbox.shell("ls -A /tmp").output == ""
 
 
@@ -683,7 +704,10 @@ def test_rlimit_fallback_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> No
     # RLIMIT_NPROC counts every process of the host uid, and every root caller's sandboxes run
     # as the same one: leave room for those already running (other sandboxes on this machine).
     limit = 77 + _processes_of(ROOT_CALLER_UID) if os.geteuid() == 0 else 77 + _processes_of(os.geteuid())
-    with LocalSandbox(pids_limit=limit) as sb:
+    sb = LocalSandbox(pids_limit=limit)
+    with sb:
+        info = sb.box_info()
+        assert info is not None and info.process_limit == "rlimit" and info.cgroup_dirs == {}
         assert "pids" not in sb.limits_off and {"memory", "cpu"} <= set(sb.limits_off)
         for limits in (sb.shell("cat /proc/self/limits").output, sb.run("cat /proc/self/limits").output):
             line = next(x for x in limits.splitlines() if x.startswith("Max processes"))

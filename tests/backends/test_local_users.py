@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.backends.sandbox import cgroup, usermap
-from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, USER_SWITCH_NOTE, LocalSandbox
+from agentunit_gym.backends.sandbox import usermap
+from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, USER_SWITCH_NOTE, LocalSandbox, cgroup
 from agentunit_gym.errors import BackendError
 from tests.backends.test_local_sandbox import no_cgroup_here
 
@@ -177,7 +177,9 @@ def test_chown_chgrp_and_files_owned_by_users(box: LocalSandbox) -> None:
                     "&& stat -c '%U %G' /tmp/f && su jack -c 'echo mine > /tmp/g' && stat -c '%U %u' /tmp/g")
     assert out.output == "jack devs\njack 1001\n"
     # On the host the files belong to the mapped uids (and gids) of the range.
-    host_tmp = Path(box._current().writable("/tmp"))
+    info = box.box_info()
+    assert info is not None
+    host_tmp = info.writable_dirs["/tmp"]
     f, g = os.stat(host_tmp / "f"), os.stat(host_tmp / "g")
     assert (f.st_uid, g.st_uid, g.st_gid) == (usermap.BASE + 1001, usermap.BASE + 1001, usermap.BASE + 1001)
     assert f.st_gid == usermap.BASE + int(box.shell("getent group devs | cut -d: -f3").output)
@@ -206,11 +208,14 @@ def test_useradd_then_acting_as_the_user_across_the_images_users(box: LocalSandb
 
 def test_no_process_of_the_box_runs_as_a_host_uid_outside_the_range(box: LocalSandbox) -> None:
     box.shell("su jack -c 'sleep 300' > /dev/null 2>&1 & runuser -u jack -- sleep 301 & sleep 302 &")
-    cgroup = box._cgroup
+    info = box.box_info()
+    assert info is not None
+    cgroup = info.pids_cgroup
     assert cgroup is not None  # every process of the sandbox is in it (the holders too)
     deadline = time.monotonic() + 5
     while True:
-        uids = {pid: usermap.uids_of(pid) for pid in cgroup.pids()}
+        pids = [int(x) for x in (cgroup / "cgroup.procs").read_text().split()]
+        uids = {pid: usermap.uids_of(pid) for pid in pids}
         seen = {u for ids in uids.values() if ids for u in ids}
         if usermap.BASE + 1001 in seen or time.monotonic() > deadline:
             break
@@ -242,11 +247,11 @@ def test_reset_drops_the_users(box: LocalSandbox) -> None:
 def test_reset_gives_the_writable_dirs_back_to_root(box: LocalSandbox) -> None:
     # Root may give the top dirs, and the dirs holding /etc's read-only trees, to a user; a
     # reset in place takes them back (the box is kept).
-    kept = box._box
+    kept = box.box_info().box_dir  # type: ignore[union-attr]
     dirs = "/tmp /etc /root /home /var /run /etc/ssl"
     assert box.shell(f"chown jack:jack {dirs} && stat -c %U {dirs} | sort -u").output == "jack\n"
     box.reset()
-    assert box._box is kept
+    assert box.box_info().box_dir == kept  # type: ignore[union-attr]
     assert box.shell(f"stat -c '%U %G' {dirs} | sort -u").output == "root root\n"
 
 

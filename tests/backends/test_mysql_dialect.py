@@ -198,7 +198,7 @@ def test_dialects() -> None:
     assert set(MYSQL8_SQL_MODE.split(",")) - set(MARIADB_SQL_MODE.split(",")) == {"STRICT_TRANS_TABLES"}
     assert Dialect(MARIADB_SQL_MODE, None).database_options == "CHARACTER SET utf8mb4"
     assert Dialect(MYSQL8_SQL_MODE, "utf8mb4_0900_ai_ci").session_statements() == [
-        f"SET SESSION sql_mode = '{MYSQL8_SQL_MODE}'", "SET SESSION group_concat_max_len = 1024",
+        f"SET SESSION sql_mode = '{MYSQL8_SQL_MODE}', group_concat_max_len = 1024",
         "SET NAMES utf8mb4 COLLATE utf8mb4_0900_ai_ci"]
 
 
@@ -224,9 +224,9 @@ def test_task_rows_still_load_strictly_and_the_admin_session_keeps_the_dialect()
 @pytest.mark.docker
 def test_a_server_without_the_collation_keeps_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     # As an older MariaDB (< 10.10) reached by DSN would: the rest of the dialect still holds.
-    import agentunit_gym.backends.sql.mysql as mysql_module
+    from agentunit_gym.backends.sql.mysql import dialect as dialect_module
 
-    monkeypatch.setattr(mysql_module, "MARIADB_COLLATION", "utf8mb4_no_such_collation_ci")
+    monkeypatch.setattr(dialect_module, "MARIADB_COLLATION", "utf8mb4_no_such_collation_ci")
     backend = MySQLBackend()
     try:
         assert backend.dialect.collation is None

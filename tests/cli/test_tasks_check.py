@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.tasks.spec import ONE_UID
+from agentunit_gym.domains.os.users import ONE_UID
 from tests.backends.test_local_users import many_users
 from tests.cli.clitools import cli
 from tests.domains.db.test_agentbench import DEV
@@ -175,3 +175,61 @@ def test_items_that_switch_users_run_where_the_sandbox_maps_many(
         assert (row.ran, row.passed) == (1, 1)
         assert [(f.where, f.reason) for f in row.not_run] == [
             ("tc-as-jack", f"not run on local: gives a file to jack; {ONE_UID}")]
+
+
+def _webshop_folder(folder: Path) -> Path:
+    from tests.domains.webshop.test_loader import ATTRIBUTES, HUMAN, PRODUCTS, REVIEWS
+
+    folder.mkdir(parents=True)
+    for name, data in (("items_shuffle_1000.json", PRODUCTS), ("items_ins_v2_1000.json", ATTRIBUTES),
+                       ("items_human_ins.json", HUMAN), ("reviews.json", REVIEWS)):
+        (folder / name).write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def test_kg_and_webshop_files_are_reported_per_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentunit_gym.cli.main import main
+    from agentunit_gym.core.registry import get_domain
+    from tests.domains.kg.test_kg_agentbench import ITEMS
+
+    monkeypatch.delenv("AGENTUNIT_KG_ENDPOINT", raising=False)
+    shop = _webshop_folder(tmp_path / "WebShop" / "data")
+    freebase = tmp_path / "AgentBench" / "data" / "knowledgegraph" / "std.json"
+    freebase.parent.mkdir(parents=True)
+    freebase.write_text(json.dumps(ITEMS), encoding="utf-8")
+    bundled = tmp_path / "kg.yaml"
+    bundled.write_text((get_domain("kg").suite / "bundled.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+
+    # WebShop's human goals run over WebShop's catalog (not the generated one) and make one row;
+    # the KG file of the bundled graph runs; AgentBench's Freebase items, without an endpoint,
+    # are listed as not run with the fix, and do not stop the check of the other files.
+    code = main(["tasks", "check", str(shop), str(bundled), str(freebase.parent.parent), "--json"])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    rows = {Path(f["file"]).name: f for f in report["files"]}
+    assert set(rows) == {"items_human_ins.json", "kg.yaml", "std.json"}
+    counts = ("loaded", "not_converted", "ran", "passed", "failed", "not_run")
+    assert [rows["items_human_ins.json"][k] for k in counts] == [2, 0, 2, 2, 0, 0]
+    assert rows["items_human_ins.json"]["domain"] == "webshop" and rows["items_human_ins.json"]["format"] == "webshop"
+    assert [rows["kg.yaml"][k] for k in counts] == [63, 0, 63, 63, 0, 0]
+    assert [rows["std.json"][k] for k in counts] == [3, 0, 0, 0, 0, 3]
+    assert {i["reason"] for i in rows["std.json"]["not_run_items"]} == {
+        "not run on auto: about Freebase: runs only in a KG env given a Freebase SPARQL endpoint "
+        "(--env-option KG-v0:endpoint=http://HOST:PORT/sparql), apart from tasks of the bundled graph"}
+
+    # The Freebase file alone: the KG env cannot start without the endpoint; the check says why.
+    code = main(["tasks", "check", str(freebase), "--json"])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    [row] = report["files"]
+    assert [row[k] for k in counts] == [3, 0, 0, 0, 0, 3]
+    assert row["top_reasons"] == [{"reason": "not run: these KG tasks are about Freebase (AgentBench's "
+                                   "knowledge-graph items), and no Freebase SPARQL endpoint was given", "count": 3}]
+    assert "--env-option KG-v0:endpoint=" in report["needs_server"]["AgentUnit/KG-v0"]
+    assert main(["tasks", "check", str(freebase)]) == 1
+    assert "AgentUnit/KG-v0 ran nothing: these KG tasks are about Freebase" in capsys.readouterr().out
+    # --env-option reaches the env: the error is about that server now (nothing listens there).
+    code = main(["tasks", "check", str(freebase), "--env-option", "KG-v0:endpoint=http://127.0.0.1:9/sparql"])
+    assert code == 1
+    assert "cannot reach the SPARQL endpoint http://127.0.0.1:9/sparql" in " ".join(capsys.readouterr().out.split())

@@ -11,15 +11,43 @@ from gymnasium.utils.env_checker import check_env
 
 import agentunit_gym
 from agentunit_gym.core import registry
+from agentunit_gym.errors import ConfigError
 
 EMBEDDED = {"AgentUnit/OS-v0": "local", "AgentUnit/DB-v0": "sqlite"}
 CONTAINER = {"AgentUnit/OS-v0": "docker", "AgentUnit/DB-v0": "mysql"}
 
 
-def test_import_registers_every_id() -> None:
-    assert set(agentunit_gym.env_ids()) == {e for d in registry.domains() for e in d.env_ids}
-    for env_id in agentunit_gym.env_ids():
-        assert env_id in gym.registry
+BUILT_IN = {
+    "AgentUnit/OS-v0": ("agentunit_gym.domains.os.env:OSEnv", "os"),
+    "AgentUnit/DB-v0": ("agentunit_gym.domains.db.env:DBEnv", "db"),
+    "AgentUnit/KG-v0": ("agentunit_gym.domains.kg.env:KGEnv", "kg"),
+    "AgentUnit/WebShop-v0": ("agentunit_gym.domains.webshop.env:WebShopEnv", "webshop"),
+}
+"""The built-in ids, written down here rather than read from the registry under test."""
+EMBEDDED_ALL = {"AgentUnit/OS-v0": "local", "AgentUnit/DB-v0": "sqlite", "AgentUnit/KG-v0": "embedded",
+                "AgentUnit/WebShop-v0": "embedded"}
+
+
+def test_import_registers_every_built_in_id_with_its_env_class() -> None:
+    ids = agentunit_gym.env_ids()
+    assert ids == sorted(ids) and set(BUILT_IN) <= set(ids)
+    # Gymnasium's registry is the other store: every AgentUnit id there is one we list, or
+    # another spelling of one that refuses with the right id (the spelling hints).
+    by_name = {i.lower(): i for i in ids}
+    for registered in [i for i in gym.registry if i.startswith("AgentUnit/") and i != "AgentUnit/Remote-v0"]:
+        assert registered.lower() in by_name, registered
+        if registered not in ids:
+            with pytest.raises(ConfigError, match=f"did you mean {by_name[registered.lower()]}\\?"):
+                gym.make(registered)
+    for env_id, (entry_point, domain) in BUILT_IN.items():
+        assert gym.spec(env_id).entry_point == entry_point
+        env = gym.make(env_id, backend=EMBEDDED_ALL[env_id])
+        try:
+            assert env.unwrapped.spec is not None and env.unwrapped.spec.id == env_id
+            assert type(env.unwrapped).__module__ + ":" + type(env.unwrapped).__name__ == entry_point
+            assert env.unwrapped.domain == domain
+        finally:
+            env.close()
 
 
 @pytest.mark.parametrize("env_id", sorted(EMBEDDED))
@@ -72,19 +100,18 @@ def test_sync_vector_env_steps_text(env_id: str) -> None:
 
 
 def test_each_backend_a_domain_lists_is_one_its_factory_knows() -> None:
-    # The description names backends; the shared backend package's factory opens them.
-    # One fact, checked in one place: a domain cannot list a kind its factory rejects.
-    from agentunit_gym.backends.sandbox import factory as sandbox_factory
-    from agentunit_gym.backends.sql import factory as sql_factory
+    # The description names backends and the factory that opens them (Domain.backend_factory,
+    # the router every env opens its backend through): a domain cannot list a kind its
+    # factory rejects.
+    from agentunit_gym.core.domain import import_object
 
-    kinds = {"agentunit_gym.backends.sandbox.factory:open_sandbox": sandbox_factory.KINDS,
-             "agentunit_gym.backends.sql.factory:open_sql_backend": sql_factory.KINDS}
     checked = 0
     for domain in registry.domains():
-        for backend in domain.backends:
-            if backend.opens in kinds:
-                assert backend.name in kinds[backend.opens], (domain.name, backend.name)
-                checked += 1
         # auto falls back to the embedded backend, which needs no daemon
         assert not domain.embedded_backend.needs_docker
-    assert checked >= 4
+        if domain.backend_factory is None:
+            continue
+        kinds = import_object(domain.backend_factory.partition(":")[0] + ":KINDS")
+        assert set(domain.backend_names) <= set(kinds), domain.name
+        checked += len(domain.backend_names)
+    assert checked >= 8

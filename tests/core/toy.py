@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from agentunit_gym.core import Action, ActionError, ActionIssue, AgentEnv, Execution, Param, Score, ToolSpec
+from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, Prompt
 from agentunit_gym.tasks.spec import TaskSpec
 
 
@@ -20,10 +21,20 @@ TOY_TASKS = [
 ]
 
 
+TOY_DOMAIN = Domain(
+    name="toy",
+    title="Toy",
+    envs=(EnvSpec("AgentUnitTest/Toy-v0", "tests.core.toy:ToyEnv"),),
+    step_limit=4,
+    backends=(BackendSpec("toy", "in memory", embedded=True),),
+    task_model=ToyTask,
+    prompt=Prompt(system="You say numbers."),
+)
+"""The toy env's description (not registered: the toy envs are made directly or by the tests' own ids)."""
+
+
 class ToyEnv(AgentEnv[ToyTask]):
-    domain = "toy"
-    task_model = ToyTask
-    default_max_steps = 4
+    DOMAIN = TOY_DOMAIN
     grammar = "Act: echo(<text>) or Act: answer(<text>)"
     tools = (
         ToolSpec("echo", "Echo text back.", (Param("text", "string", "what to echo"),)),

@@ -71,7 +71,7 @@ def test_gym_make_runs_its_env(site: Path) -> None:
     done = run(site, "-c", code)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert "say the word 'river'" in out["obs"] and out["domain"] == "echo" and out["max_steps"] == 4
+    assert "Task: Say the word 'river'." in out["obs"] and out["domain"] == "echo" and out["max_steps"] == 4
     assert out["look"] == "The word is 'river'."
     assert out["end"] == [1.0, True, "complete"]
     assert out["bad"] == [0.0, False]

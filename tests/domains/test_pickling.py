@@ -14,7 +14,8 @@ import pytest
 
 import agentunit_gym  # noqa: F401  (registers the ids)
 from agentunit_gym.errors import ConfigError, EpisodeStateError, InterruptedEpisodeError
-from tests.domains.vectorkit import CASES, EnvCase
+from tests.domains.conformkit import DomainCase
+from tests.domains.vectorkit import EnvCase, env_case
 
 ROUND_TRIPS: dict[str, Callable[[Any], Any]] = {
     "pickle": lambda env: pickle.loads(pickle.dumps(env)),
@@ -26,10 +27,15 @@ def _reply(case: EnvCase) -> str:
     return case.valid[0]
 
 
+@pytest.fixture(scope="module")
+def case(domain_case: DomainCase) -> EnvCase:
+    """Every registered domain (tests/domains/conftest.py), the example domain included."""
+    return env_case(domain_case.domain)
+
+
 @pytest.mark.parametrize("how", sorted(ROUND_TRIPS))
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_round_trip_before_and_after_reset(name: str, how: str) -> None:
-    case, round_trip = CASES[name], ROUND_TRIPS[how]
+def test_round_trip_before_and_after_reset(case: EnvCase, how: str) -> None:
+    round_trip = ROUND_TRIPS[how]
     env = gym.make(case.env_id, **case.kwargs)
     fresh = round_trip(env)  # before any reset: nothing opened yet in the copy
     prompt, info = env.reset(seed=3)
@@ -77,9 +83,7 @@ def test_an_env_around_a_given_backend_says_it_cannot_travel() -> None:
     backend.close()
 
 
-@pytest.mark.parametrize("name", ["db", "kg"])
-def test_async_vector_env_with_spawn_runs_pickled_envs(name: str) -> None:
-    case = CASES[name]
+def test_async_vector_env_with_spawn_runs_pickled_envs(case: EnvCase) -> None:
     made = [gym.make(case.env_id, **case.kwargs) for _ in range(2)]
     for env in made:
         env.reset(seed=0)  # an episode in flight travels as "needs a reset"

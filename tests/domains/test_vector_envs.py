@@ -7,8 +7,9 @@ replies, the step limit) and autoreset within a few steps. Every batched value o
 gives for the same seed and replies, and every ``info`` key must keep one kind of value
 across copies, steps and resets (what gymnasium batches by).
 
-Sizes: 8 copies and 8 examples per vectorisation for DB, KG and WebShop; the OS env runs 4
-copies and 3 examples per vectorisation, because every copy is a local sandbox (namespaces,
+It runs for every registered domain, the example domain included (tests/domains/conftest.py).
+Sizes: 8 copies and 8 examples per vectorisation; the OS env runs 4 copies and 3 examples
+per vectorisation, because every copy is a local sandbox (namespaces,
 a shell) and the test machine has 2 cores.
 """
 
@@ -23,14 +24,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentunit_gym  # noqa: F401  (registers the ids)
-from tests.domains.vectorkit import CASES, EnvCase, comparable, per_copy, replies, type_paths
+from tests.domains.conformkit import DomainCase
+from tests.domains.vectorkit import CASES, EnvCase, comparable, env_case, per_copy, replies, type_paths
 
 MAX_EPISODE_STEPS = 3
 # Huge replies make hypothesis warn about the size of its example's repr.
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
 MODES = ("sync", "async", "make_vec")
-SIZES = {"os": (4, 3), "db": (8, 8), "kg": (8, 8), "webshop": (8, 8)}
-"""(copies, hypothesis examples per vectorisation)."""
+SIZES = {"os": (4, 3)}
+"""(copies, hypothesis examples per vectorisation) where the default of :data:`DEFAULT_SIZE` is too
+much for the test machine: every OS copy is a local sandbox (namespaces, a shell)."""
+DEFAULT_SIZE = (8, 8)
+
+
+@pytest.fixture(scope="module")
+def case(domain_case: DomainCase) -> EnvCase:
+    """Every registered domain (tests/domains/conftest.py), the example domain included."""
+    return env_case(domain_case.domain)
 
 
 def make_vector(case: EnvCase, mode: str, copies: int) -> gym.vector.VectorEnv[Any, Any, Any]:
@@ -63,10 +73,9 @@ def single_run(env: gym.Env[str, str], seed: int, plan: list[list[str]], index: 
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_batched_values_equal_a_single_envs(name: str, mode: str) -> None:
-    case = CASES[name]
-    copies, examples = SIZES[name]
+def test_batched_values_equal_a_single_envs(domain_case: DomainCase, case: EnvCase, mode: str) -> None:
+    name = domain_case.domain.name
+    copies, examples = SIZES.get(name, DEFAULT_SIZE)
     reply_pool = replies(case)
     # gymnasium 1.4's AsyncVectorEnv worker with shared_memory=False keeps a copy's pending
     # next-step autoreset across an explicit reset() (docs/training.md, "Vector envs"): each

@@ -1,12 +1,17 @@
-"""Helpers for the vector-env, pickling and group tests: the four envs on their embedded
-backends, a few replies of each kind per domain, and unbatching gymnasium's vector ``info``."""
+"""Helpers for the vector-env, pickling and group tests: every registered domain's env on its
+embedded backend with a few replies of each kind (derived from its bundled tasks, plus
+hand-written ones for the built-in envs), and unbatching gymnasium's vector ``info``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+
+from agentunit_gym.core.domain import Domain
+from tests.domains.conformkit import huge_reply, invalid_replies, valid_replies
 
 HUGE = 100_000
 """Characters in a huge reply."""
@@ -50,6 +55,25 @@ WEBSHOP = EnvCase(
     huge_valid="Action: search[" + "shoe " * (HUGE // 5) + "]",
 )
 CASES = {"os": OS, "db": DB, "kg": KG, "webshop": WEBSHOP}
+"""Hand-written replies for the built-in envs (failing commands, near misses), added to the derived ones."""
+
+
+def env_case(domain: Domain) -> EnvCase:
+    """The case of ``domain``'s first env on its embedded backend: reference steps of its
+    bundled tasks as valid replies, prose and an unknown tool as invalid ones, and the
+    hand-written replies of :data:`CASES` when it is a built-in env."""
+    env_id, kwargs = domain.env_ids[0], {"backend": domain.embedded_backend.name}
+    env = gym.make(env_id, **kwargs)
+    try:
+        base = env.unwrapped
+        valid, huge = valid_replies(base), huge_reply(base)  # type: ignore[arg-type]
+    finally:
+        env.close()
+    curated = next((c for c in CASES.values() if c.env_id == env_id), None)
+    if curated is None:
+        return EnvCase(env_id, kwargs, valid=valid, invalid=invalid_replies(), huge_valid=huge)
+    return EnvCase(env_id, {**curated.kwargs, **kwargs}, valid=curated.valid + valid,
+                   invalid=curated.invalid + invalid_replies(), huge_valid=curated.huge_valid)
 
 
 def replies(case: EnvCase) -> list[str]:

@@ -1,5 +1,5 @@
-"""Asynchronous episodes (the default schedule): no barrier between episodes, async and sync
-agents, deadlines; and the shared rate gate of a model endpoint."""
+"""The episode engine (asynchronous episodes, the one schedule): no barrier between episodes,
+async and sync agents, deadlines; and the shared rate gate of a model endpoint."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ class WaitingOracle(OracleAgent):
         return OracleAgent.act(self, observation, info)
 
 
-def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path) -> None:
+@pytest.mark.parametrize("vector", [None, "sync", "async"])
+def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path, vector: str | None) -> None:
+    """Wherever the copies live (``--vector`` used to mean a per-turn barrier)."""
     finished: list[str] = []
 
     def progress(record: EpisodeRecord, done: int, total: int) -> None:
@@ -52,7 +54,7 @@ def test_an_episode_waiting_on_its_agent_holds_up_no_other(tmp_path: Path) -> No
 
     WaitingOracle.released = None
     # The queue: t1 r0, t2 r0, t1 r1, t2 r1 on three copies; both t2 episodes end while both t1 wait.
-    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=3)
+    config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=3, vector=vector)  # type: ignore[arg-type]
     records = run_episodes(config, WaitingOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv(),
                            progress=progress).records
     assert finished == ["t2", "t2", "t1", "t1"]
@@ -65,8 +67,8 @@ class AsyncOracle(OracleAgent):
         return OracleAgent.act(self, observation, info)
 
 
-@pytest.mark.parametrize("vector", [None, "threads", "sync"])
-def test_async_agents_run_on_both_schedules(tmp_path: Path, vector: str | None) -> None:
+@pytest.mark.parametrize("vector", [None, "threads", "sync", "async"])
+def test_async_agents_run_wherever_the_copies_live(tmp_path: Path, vector: str | None) -> None:
     config = EvalConfig(envs=("Toy-v0",), runs=2, concurrency=2, vector=vector)  # type: ignore[arg-type]
     records = run_episodes(config, AsyncOracle, "a", tmp_path, env_factory=lambda e, o: ToyEnv()).records
     assert sorted((r.task_id, r.run, r.success, r.steps) for r in records) == [
@@ -74,9 +76,9 @@ def test_async_agents_run_on_both_schedules(tmp_path: Path, vector: str | None) 
 
 
 def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import agentunit_gym.eval.episodes as episodes
+    from agentunit_gym.eval import deadlines
 
-    monkeypatch.setattr(episodes, "STEP_GRACE_S", 0.2)
+    monkeypatch.setattr(deadlines, "STEP_GRACE_S", 0.2)
     # An episode budget that a loaded machine still reaches the first step within.
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=1.0)
     StuckToy.release, StuckToy.returned = threading.Event(), threading.Event()
@@ -93,13 +95,10 @@ def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) ->
     """Ctrl-C cancels the episode loop. When the cancel lands just as an env call returns, the
     loop must still stop (asyncio.wait_for on Python 3.11 returned the call's result instead, and
     the run went on to its end)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from agentunit_gym.eval.episodes import _Scheduler
+    from agentunit_gym.eval.episodes import EpisodeEngine
 
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",))
-    pool = ThreadPoolExecutor(max_workers=1)
-    scheduler = _Scheduler(config, OracleAgent, "a", None, pool, pool)  # type: ignore[arg-type]
+    engine = EpisodeEngine(config, OracleAgent, "a", width=1)
     after: list[str] = []
 
     async def main() -> None:
@@ -112,14 +111,14 @@ def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) ->
             loop.call_soon_threadsafe(me.cancel)
             return "done"
 
-        await scheduler._env(call)
+        await engine._env(call)
         after.append("went on")
 
     try:
         with pytest.raises(asyncio.CancelledError):
             asyncio.run(main())
     finally:
-        pool.shutdown()
+        engine.close([])
     assert after == []
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentunit_gym.errors import BackendUnavailableError, ConfigError, MissingDependencyError
-from agentunit_gym.eval import cluster
+from agentunit_gym.eval import cluster_connect as cluster
 from tests.cli.clitools import cli
 
 
@@ -99,7 +99,7 @@ def test_the_cli_refuses_an_unreachable_cluster_before_making_a_run_folder(tmp_p
     assert not (tmp_path / "results").exists()
 
 
-def test_ray_with_a_lockstep_vector_env_is_refused(tmp_path: Path) -> None:
+def test_ray_with_vector_is_refused(tmp_path: Path) -> None:
     done = cli("eval", "--ray", "local", "--vector", "threads", "--env", "DB-v0", "--backend", "sqlite", "-n", "1",
                "--quiet", cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "--vector" in done.stderr, done.stderr

@@ -1,4 +1,7 @@
-"""The real domain envs under the stack, on every backend, and scripted agents for them."""
+"""The OS and DB envs under the stack on every backend (docker and mysql included), and
+scripted agents for them. Every registered domain's embedded backend runs the same finish
+reasons, replies and traps in the domain conformance suite (tests/domains/test_conformance.py);
+these targets add the container backends."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from agentunit_gym.core.registry import domain_of_env
 from agentunit_gym.tasks.spec import ReferenceStep
 from agentunit_gym.wrappers import make_eval_env
 from agentunit_gym.wrappers.info import agent_env
@@ -27,7 +31,9 @@ class Target:
 
     @property
     def domain(self) -> str:
-        return "os" if "OS" in self.env_id else "db"
+        found = domain_of_env(self.env_id)
+        assert found is not None, self.env_id
+        return found.name
 
 
 OS_FLOOD = "Act: bash\n```bash\nseq 100000 100400 | tr '\\n' ','\n```"

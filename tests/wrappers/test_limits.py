@@ -20,8 +20,8 @@ def test_agentbench_defaults_per_domain() -> None:
         from agentunit_gym.core.domain import import_object
 
         env_class = import_object(d.envs[0].entry_point)
-        assert env_class.default_max_steps == d.step_limit
-    # ToyEnv is not a registered domain: the env's own limit (4) is taken.
+        assert env_class.DOMAIN is d  # the env reads its step limit (and name, task model) from it
+    # ToyEnv is not a registered domain: its own description's limit (4) is taken.
     assert LimitEpisode(ToyEnv()).max_steps == 4
 
 

@@ -8,7 +8,7 @@ import pytest
 from agentunit_gym.core import FinishReason
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, Flag, Usage
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.wrappers import ClassifyActions, RecordTrace
+from agentunit_gym.wrappers import ClassifyActions, RecordTrace, make_eval_env
 
 from ..core.toy import ToyEnv
 
@@ -48,13 +48,49 @@ def test_trace_records_what_happened_and_round_trips(tmp_path: Path) -> None:
     assert env.last_trace() == trace
 
 
-def test_trace_validates_against_its_json_schema(tmp_path: Path) -> None:
+TRACE_SCHEMA_V1 = json.loads((Path(__file__).parent / "fixtures" / "trace_schema_v1.json").read_text())
+"""The trace format written down by hand (docs/wrappers.md), not generated from ``EpisodeTrace``."""
+
+
+def _written_traces(tmp_path: Path) -> list[dict[str, object]]:
+    """Two written traces that fill every part of the format: invalid and failing steps, usage,
+    a score; and a DB episode with a trap injected into its prompt."""
+    env = RecordTrace(ClassifyActions(ToyEnv()), directory=tmp_path / "toy", env_id="toy-v0", metadata={"run": "r1"})
+    env.reset(seed=9, options={"task_id": "t1"})
+    env.step("Act: ansver(1)")
+    env.step(AgentReply("Think: ok\nAct: echo(fail)", Usage(tokens_in=120, tokens_out=9, reasoning_tokens=3)))
+    env.step(AgentReply("Act: answer(42)", Usage(tokens_in=130, cost=0.5, latency_s=1.5, finish_reason="stop")))
+    db = make_eval_env("AgentUnit/DB-v0", backend="sqlite", trap_rate=1.0, trap_seed=3, trace_dir=tmp_path / "db")
+    try:
+        db.reset(seed=0)
+        db.step("Action: Operation\n```sql\nDROP TABLE nothing_here\n```")
+        db.step("Action: Answer\nFinal Answer: [\"x\"]")
+    finally:
+        db.close()
+    paths = sorted((tmp_path / "toy").glob("*.json")) + sorted((tmp_path / "db").glob("*.json"))
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def test_written_traces_match_the_hand_written_format(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    env = RecordTrace(ToyEnv(), directory=tmp_path)
-    env.reset(options={"task_id": "t2"})
-    env.step("Act: answer(7)")
-    document = json.loads(env.written[0].read_text())
-    jsonschema.validate(document, EpisodeTrace.model_json_schema(mode="serialization"))
+    toy, db = _written_traces(tmp_path)
+    for document in (toy, db):
+        jsonschema.validate(document, TRACE_SCHEMA_V1)
+    # The parts the schema cannot pin, checked as values.
+    assert [s["flags"] for s in toy["steps"]] == [["INVALID_ACTION", "HALLUCINATION"], ["EXECUTION_ERROR"], []]
+    assert toy["steps"][0]["action_error"]["issue"] == "unknown_tool" and toy["steps"][0]["action"] is None
+    assert toy["steps"][2]["usage"]["finish_reason"] == "stop" and toy["finish_reason"] == "complete"
+    assert toy["score"] == {"reward": 1.0, "success": True, "components": {"exact_match": True}, "detail": ""}
+    assert len(db["traps"]) == 1 and db["traps"][0]["placement"] in ("prompt", "observation")
+    assert db["domain"] == "db" and db["backend"] == "sqlite" and db["env_id"] == "AgentUnit/DB-v0"
+
+
+def test_the_model_and_the_hand_written_format_name_the_same_fields() -> None:
+    # A field added to or renamed in the model without a new schema_version fails here.
+    generated = EpisodeTrace.model_json_schema(mode="serialization")
+    assert set(generated["properties"]) == set(TRACE_SCHEMA_V1["properties"])
+    step = generated["$defs"]["StepRecord"]["properties"]
+    assert set(step) == set(TRACE_SCHEMA_V1["$defs"]["step"]["properties"])
 
 
 def test_observation_and_reply_are_capped() -> None:

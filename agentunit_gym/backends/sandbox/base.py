@@ -69,7 +69,7 @@ class Sandbox(ABC):
     def limits_off(self) -> dict[str, str]:
         """The resource limits (``memory``, ``cpu``, ``pids``, ``disk``) this sandbox cannot
         enforce on this host, each with the reason; empty when all apply (docker always).
-        The OS env reports them in ``info["sandbox_limits_off"]``."""
+        The OS env reports them in ``info["backend_limits_off"]``."""
         return {}
 
     @abstractmethod

@@ -37,8 +37,11 @@ from agentunit_gym.backends.images import LABEL
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult, Language, Sandbox
 from agentunit_gym.backends.sandbox.limits import Limits, add_memory_note, resolve_limits
 from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from agentunit_gym.images.os.shell_protocol import DEFAULT_RUNAWAY_BUDGET
 
 SUPERVISOR_SOURCE = Path(__file__).resolve().parent.parent.parent / "images" / "os" / "supervisor.py"
+SHELL_PROTOCOL_SOURCE = SUPERVISOR_SOURCE.with_name("shell_protocol.py")
+"""The shell protocol shared with the local sandbox; the supervisor imports it."""
 
 CAPABILITIES = (
     *AGENT_CAPABILITIES,  # what the agent (root in the container) keeps
@@ -51,7 +54,14 @@ CAPABILITIES = (
 # in any command line of ours (docker-init's included: it forwards SIGTERM), so an agent
 # cleaning up its python processes (pkill python3, killall python3, pkill -f python) does not
 # take the sandbox down with them. The supervisor also ignores SIGTERM, SIGINT and SIGHUP.
-_BOOT = "import os; exec(compile(os.environ.pop('AU_SUPERVISOR'), 'supervisor.py', 'exec'))"
+# The boot line installs the shared shell protocol under its package name (the supervisor
+# imports it so, as on the host; an entry of sys.modules needs no parent package), then runs
+# the supervisor. Both travel in the environment: the image needs neither file.
+_PROTOCOL_MODULE = "agentunit_gym.images.os.shell_protocol"
+_BOOT = ("import os, sys, types; "
+         f"m = sys.modules[{_PROTOCOL_MODULE!r}] = types.ModuleType({_PROTOCOL_MODULE!r}); "
+         "exec(compile(os.environ.pop('AU_SHELL_PROTOCOL'), 'shell_protocol.py', 'exec'), m.__dict__); "
+         "exec(compile(os.environ.pop('AU_SUPERVISOR'), 'supervisor.py', 'exec'), {'__name__': '__main__'})")
 _GRACE_S = 15.0  # on top of a command's own timeout, for the supervisor to kill and report
 _START_TIMEOUT_S = 60.0
 _RESET_TIMEOUT_S = 10.0
@@ -249,7 +259,8 @@ class DockerSandbox(Sandbox):
     def __init__(self, *, image: str | None = None, memory: str | int | None = None, pids_limit: int = 512,
                  cpus: float | str | None = None, pool_size: int = 1, client: Any | None = None,
                  disk: str | int | None = None, tmpfs_size: str | int | None = None,
-                 start_timeout: float = _START_TIMEOUT_S, runaway_budget: int = 32, network: bool = False) -> None:
+                 start_timeout: float = _START_TIMEOUT_S, runaway_budget: int = DEFAULT_RUNAWAY_BUDGET,
+                 network: bool = False) -> None:
         if runaway_budget < 1:
             raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}")
         if pool_size < 0:
@@ -305,7 +316,8 @@ class DockerSandbox(Sandbox):
             security_opt=["no-new-privileges"],
         )
         name = f"agentunit-os-{secrets.token_hex(6)}"
-        environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(), "AU_TMPFS_SIZE": str(self.limits.disk),
+        environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(),
+                       "AU_SHELL_PROTOCOL": SHELL_PROTOCOL_SOURCE.read_text(), "AU_TMPFS_SIZE": str(self.limits.disk),
                        "AU_PIDS_LIMIT": str(self.limits.pids), "AU_RUNAWAY_BUDGET": str(self.runaway_budget),
                        "AU_NETWORK": "1" if self.network else "0"}
         return _Container(self._client, self.image, host_config, environment, name, self.start_timeout,

@@ -2,8 +2,8 @@
 
 Both sandboxes take ``memory=``, ``cpus=``, ``pids_limit=`` and ``disk=`` and turn them into
 :class:`Limits` with :func:`resolve_limits`; the docker sandbox gives them to the container,
-the local sandbox to a cgroup of its own (:mod:`~agentunit_gym.backends.sandbox.cgroup`) and
-a size-bounded tmpfs for the box's writable dirs (:mod:`~agentunit_gym.backends.sandbox.box_tmpfs`).
+the local sandbox to a cgroup of its own (:mod:`~agentunit_gym.backends.sandbox.local.cgroup`) and
+a size-bounded tmpfs for the box's writable dirs (:mod:`~agentunit_gym.backends.sandbox.local.box_tmpfs`).
 
 Why these defaults (docs/sandbox-local.md, "Limits"):
 

@@ -6,14 +6,16 @@ Pages and moves follow WebShop's text environment:
   page that lists a search box, but a search is taken from any page, as WebShop's text env
   takes it. ``click[search]`` is not a move (WebShop excludes it).
 - results: ``Back to Search``, ``Page N (Total results: T)``, ``< Prev`` (after page 1),
-  ``Next >`` (always, as in WebShop: past the last page it shows a page with no products),
-  then ASIN, title and price of up to 10 products.
+  ``Next >`` (on every results page, as WebShop's templates of AgentBench's time show it:
+  past the last page, a page with no products), then ASIN, title and price of up to 10
+  products.
 - item: ``Back to Search``, ``< Prev`` (back to the results page), each option group's
-  name and values, title, ``Price: ...``, ``Rating: ...``, ``Description``, ``Features``,
-  ``Reviews``, ``Buy Now``. Clicking a value chooses it for its group.
+  name and values, title, ``Price: ...``, ``Rating: N.A.``, ``Description``, ``Features``,
+  ``Reviews``, ``Buy Now``. Clicking a value chooses it for its group. The rating is always
+  ``N.A.``: AgentBench's copy of WebShop loads no reviews or ratings, so its item pages say so.
 - description / features / reviews: ``Back to Search``, ``< Prev`` (back to the item). The
-  reviews page shows ``No reviews found``, as WebShop's does in AgentBench's runs: reviews
-  a catalog holds are never shown.
+  reviews page shows nothing more: AgentBench's copy of WebShop loads no reviews, and the
+  template of its time prints none for an empty list (reviews a catalog holds are never shown).
 - ``Buy Now``: the done page, with WebShop's reward.
 
 Clickables are listed lowercased, as WebShop's text env lists them, and clicks compare
@@ -39,7 +41,8 @@ NEXT_PAGE = "Next >"
 PREV_PAGE = "< Prev"
 BACK_TO_SEARCH = "Back to Search"
 SUB_PAGES = ("Description", "Features", "Reviews")
-NO_REVIEWS = "No reviews found"
+RATING_SHOWN = "N.A."
+"""The item page's rating: AgentBench's WebShop loads no ratings (nor reviews), so it shows this."""
 
 
 class Shop:
@@ -190,7 +193,7 @@ class EmbeddedSession(ShopSession):
             for name, group in product.options.items():
                 texts += [name, *group]
                 values += group
-            texts += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating_text}",
+            texts += [product.title, f"Price: {product.price_tag}", f"Rating: {RATING_SHOWN}",
                       *SUB_PAGES, BUY_NOW]
             buttons = [BACK_TO_SEARCH, PREV_PAGE, *SUB_PAGES, BUY_NOW]
             clickables = list(dict.fromkeys([b.lower() for b in buttons] + values))
@@ -199,8 +202,6 @@ class EmbeddedSession(ShopSession):
             texts.append(product.description)
         elif page == "features":
             texts += list(product.bullet_points)
-        else:
-            texts.append(NO_REVIEWS)
         return self._make(page, texts, [BACK_TO_SEARCH.lower(), PREV_PAGE.lower()])
 
     def _make(self, page: str, texts: list[str], clickables: list[str]) -> PageView:

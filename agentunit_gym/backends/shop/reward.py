@@ -16,9 +16,11 @@ The formula (WebShop's ``engine/goal.py``)::
   more than 20% of the goal title's nouns match; 0.1 when that noun share is under 0.1;
   0.0 when it is 0.
 
-One difference, documented in docs/envs/webshop.md: WebShop finds the nouns of a title
-with spaCy's part-of-speech tagger; we take the title's alphabetic words minus stopwords,
-colors and a short list of non-noun title words (no model download). ``token_set_ratio`` is
+One difference, documented and measured in docs/envs/webshop.md ("The type reward's
+nouns"): WebShop finds the nouns of a title with spaCy's part-of-speech tagger; we take the
+title's alphabetic words minus stopwords, colors and a short list of non-noun title words
+(no spaCy model is published on PyPI by its authors; on search hits ``r_type`` agrees with
+spaCy's on every measured purchase, on random products on 96.9%). ``token_set_ratio`` is
 thefuzz's pure-Python form (difflib); with python-Levenshtein installed thefuzz scores with
 that library instead, which can differ by a point near the 85 threshold.
 """

@@ -1,7 +1,7 @@
 """The ``kg`` image (Oxigraph's SPARQL server holding the bundled graph) and its containers.
 
-The image's build context is generated (see ``GENERATED_CONTEXTS`` in
-:mod:`agentunit_gym.backends.images`; the KG domain's ``image`` module writes it): the shipped
+The image's build context is generated (the KG domain declares it, ``DomainImage(generator=...)``,
+and its ``image`` module writes it; see :mod:`agentunit_gym.backends.images`): the shipped
 ``images/kg/`` folder plus the bundled graph as gzipped N-Triples and the ``oxigraph`` server
 binary (:func:`oxigraph_binary`, from PyPI's ``oxigraph`` wheel installed beside this package:
 ``pip install "agentunit-gym[kg-server]"``). The graph is loaded into the image's store at

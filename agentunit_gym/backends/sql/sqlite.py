@@ -212,6 +212,7 @@ class SQLiteBackend(SQLBackend):
     """SQLite in process: the embedded default, needing no daemon.
 
     Example:
+        >>> from agentunit_gym.backends.sql.base import Column, TableData
         >>> backend = SQLiteBackend()
         >>> db = backend.open_episode([TableData("t", (Column("x"),), (("1",),))])
         >>> db.execute("SELECT x FROM t").rows

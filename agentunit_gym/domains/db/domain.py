@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
 from agentunit_gym.domains.db.destructive import destructive_sql
 from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
@@ -13,6 +13,7 @@ from agentunit_gym.domains.db.protocols import PROTOCOLS
 from agentunit_gym.domains.db.task import DBTask
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 15
 """AgentBench's turn limit for the DB task."""
@@ -26,10 +27,11 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("mysql", "a MariaDB (MySQL-compatible) server in a container, or an existing one by DSN",
-                    needs_docker=True, opens="agentunit_gym.backends.sql.factory:open_sql_backend"),
+                    needs_docker=True),
         BackendSpec("sqlite", "embedded SQLite in the env's process, no daemon",
-                    embedded=True, opens="agentunit_gym.backends.sql.factory:open_sql_backend"),
+                    embedded=True),
     ),
+    backend_factory="agentunit_gym.backends.sql.factory:open_sql_backend",
     task_model=DBTask,
     loaders=(
         TaskLoader("agentbench", "AgentBench's dbbench JSON Lines: a .jsonl file, or the data/ or data/dbbench/ "
@@ -51,4 +53,5 @@ DOMAIN = Domain(
     metrics=METRICS,
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
+    image=DomainImage("mariadb", _IMAGES / "mariadb"),
 )

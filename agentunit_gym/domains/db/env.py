@@ -104,9 +104,7 @@ class DBEnv(AgentEnv[DBTask]):
         BackendUnavailableError: the asked-for backend cannot be started or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = DBTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = (
         "Each turn, think briefly, then write exactly one action in one of these two forms "
         "(the words in capitals stand for your own text).\n"
@@ -155,8 +153,7 @@ class DBEnv(AgentEnv[DBTask]):
                 "max_rows_shown must be >= 1 and observation_limit >= 100, "
                 f"got {max_rows_shown} and {observation_limit}."
             )
-        if backend != "auto" and backend not in DOMAIN.backend_names:
-            raise ConfigError(f"backend must be 'auto' or one of {', '.join(DOMAIN.backend_names)}, got {backend!r}.")
+        DOMAIN.check_backend(backend)  # before the tasks load: a typo fails first
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split)
         self.statement_timeout = float(statement_timeout)
@@ -166,10 +163,8 @@ class DBEnv(AgentEnv[DBTask]):
         if sql_backend is not None:
             self._sql = sql_backend
         else:
-            # Imported here: the factory pulls in pymysql and docker only when it is used.
-            from agentunit_gym.backends.sql.factory import open_sql_backend
-
-            self._sql = open_sql_backend(backend, dsn=dsn, **backend_options)
+            # The domain's factory (imported on first use: it pulls in pymysql and docker only then).
+            self._sql = DOMAIN.open_backend(backend, dsn=dsn, **backend_options)
             self._owns_backend = True
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._reopen_args = (self._sql.kind, dsn, dict(backend_options))
@@ -324,10 +319,8 @@ class DBEnv(AgentEnv[DBTask]):
     def _backend(self) -> SQLBackend:
         if self._sql is None and self._owns_backend and not self._closed:
             # A pickled or copied env: open its own backend in this process.
-            from agentunit_gym.backends.sql.factory import open_sql_backend
-
             kind, dsn, options = self._reopen_args
-            self._sql = open_sql_backend(kind, dsn=dsn, **options)
+            self._sql = DOMAIN.open_backend(kind, dsn=dsn, **options)
         if self._sql is None:
             raise EpisodeStateError("the DB env is closed: make a new env.")
         return self._sql

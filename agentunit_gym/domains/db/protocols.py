@@ -8,6 +8,7 @@ function-calling release); ``commit_final_answer`` becomes the env's ``submit_an
 from __future__ import annotations
 
 from agentunit_gym.core.domain import ProtocolPreset, ToolAlias
+from agentunit_gym.domains.db.prompt import agentbench_conversation
 
 FC_TOOLS: tuple[ToolAlias, ...] = (
     ToolAlias({"type": "function", "function": {
@@ -28,6 +29,6 @@ FC_TOOLS: tuple[ToolAlias, ...] = (
 )
 
 PROTOCOLS = {
-    "agentbench": ProtocolPreset(),
+    "agentbench": ProtocolPreset(conversation=agentbench_conversation),
     "agentbench-fc": ProtocolPreset(tools=FC_TOOLS),
 }

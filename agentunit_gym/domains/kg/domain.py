@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.kg.agentbench import collect_agentbench_kg, looks_like_agentbench_kg
 from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.prompt import PROMPT
@@ -12,6 +12,7 @@ from agentunit_gym.domains.kg.protocols import PROTOCOLS
 from agentunit_gym.domains.kg.task import KGTask
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 15
 """AgentBench's turn limit for the KG task."""
@@ -26,10 +27,10 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("embedded", "pyoxigraph in the env's process on the bundled graph's cached store, no daemon",
-                    embedded=True, opens="agentunit_gym.backends.sparql.factory:open_sparql_backend"),
-        BackendSpec("sparql", "any SPARQL 1.1 endpoint (endpoint=URL): the kg image, or a Freebase server",
-                    opens="agentunit_gym.backends.sparql.factory:open_sparql_backend"),
+                    embedded=True),
+        BackendSpec("sparql", "any SPARQL 1.1 endpoint (endpoint=URL): the kg image, or a Freebase server"),
     ),
+    backend_factory="agentunit_gym.backends.sparql.factory:open_sparql_backend",
     task_model=KGTask,
     loaders=(
         TaskLoader("agentbench", "AgentBench's knowledgegraph JSON: dev.json or std.json, or the data/ or "
@@ -50,4 +51,5 @@ DOMAIN = Domain(
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
     protocols=PROTOCOLS,
+    image=DomainImage("kg", _IMAGES / "kg", generator="agentunit_gym.domains.kg.image"),
 )

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agentunit_gym.backends.sparql.base import SPARQLBackend
@@ -81,6 +82,26 @@ def _variable_param(name: str = "variable") -> Param:
     return Param(name, "string", "a variable id such as #0, an entity id, or an entity's name from the question")
 
 
+def _freebase_vocabulary(ontology: str | Path | bool | None, tasks: list[KGTask]) -> Vocabulary:
+    """The Freebase vocabulary: AgentBench's ontology when given (or found above the tasks'
+    files), else the store's own."""
+    from agentunit_gym.domains.kg.ontology import ONTOLOGY_DIR, agentbench_vocabulary
+    from agentunit_gym.tasks.agentbench_checkout import find_checkout
+
+    if ontology is False:
+        return Vocabulary.from_store()
+    if ontology is not None and ontology is not True:
+        return agentbench_vocabulary(ontology)
+    for task in tasks:
+        root = find_checkout(task.source.split("#", 1)[0]) if task.source else None
+        if root is not None and (root / ONTOLOGY_DIR / "vocab.json").is_file():
+            return agentbench_vocabulary(root)
+    if ontology is True:
+        raise ConfigError("ontology=True: none of the tasks' files lies in an AgentBench checkout with the KG "
+                          "ontology; give the checkout's path instead.")
+    return Vocabulary.from_store()
+
+
 class KGEnv(AgentEnv[KGTask]):
     """AgentBench's knowledge-graph domain as a gymnasium env.
 
@@ -104,15 +125,18 @@ class KGEnv(AgentEnv[KGTask]):
         max_results: the most results one lookup may return; a step past it fails (an
             observation), so a set can never grow without bound.
         sparql_backend: an already open backend to use; the env does not close it.
+        ontology: on the Freebase graph, AgentBench's ontology vocabulary to filter the
+            relations and attributes the store lists (as AgentBench's KG task does): an
+            AgentBench checkout or its ``ontology`` folder; None finds the checkout the tasks'
+            files lie in (none: the store's own); False: always the store's own. Ignored on
+            the bundled graph (:mod:`agentunit_gym.domains.kg.ontology`).
 
     Raises:
         ConfigError: an unknown option value.
         BackendUnavailableError: the store cannot be opened or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = KGTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("get_relations", "List the relations leaving an entity or a variable.", (_variable_param(),)),
@@ -145,6 +169,7 @@ class KGEnv(AgentEnv[KGTask]):
         query_timeout: float = 10.0,
         max_results: int = 100_000,
         sparql_backend: SPARQLBackend | None = None,
+        ontology: str | Path | bool | None = None,
     ) -> None:
         self._store: SPARQLBackend | None = None
         self._owns_backend = False
@@ -160,11 +185,11 @@ class KGEnv(AgentEnv[KGTask]):
         self.graph = graph
         self.query_timeout = float(query_timeout)
         self.max_results = int(max_results)
-        self.vocabulary = Vocabulary.bundled() if graph == "bundled" else Vocabulary.from_store()
+        self.vocabulary = Vocabulary.bundled() if graph == "bundled" else _freebase_vocabulary(
+            ontology, self._all_tasks)
         if sparql_backend is not None:
             self._store = sparql_backend
         else:
-            from agentunit_gym.backends.sparql.factory import open_sparql_backend
             from agentunit_gym.domains.kg.store import bundled_store
 
             endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
@@ -176,7 +201,7 @@ class KGEnv(AgentEnv[KGTask]):
                     "SPARQL endpoint was given. Give one that holds Freebase, as AgentBench's setup runs it: "
                     "`agentunit-gym eval ... --env-option KG-v0:endpoint=http://HOST:PORT/sparql`, endpoint=... "
                     f"to the env, or {ENDPOINT_ENV}=http://HOST:PORT/sparql; the bundled graph cannot answer them.")
-            self._store = open_sparql_backend(backend, endpoint=endpoint, store=bundled_store)
+            self._store = DOMAIN.open_backend(backend, endpoint=endpoint, store=bundled_store)
             self._owns_backend = True
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._reopen_args = (self._store.kind, endpoint)
@@ -338,11 +363,10 @@ class KGEnv(AgentEnv[KGTask]):
     def _backend(self) -> SPARQLBackend:
         if self._store is None and self._owns_backend and not self._closed:
             # A pickled or copied env: open its own store in this process.
-            from agentunit_gym.backends.sparql.factory import open_sparql_backend
             from agentunit_gym.domains.kg.store import bundled_store
 
             kind, endpoint = self._reopen_args
-            self._store = open_sparql_backend(kind, endpoint=endpoint, store=bundled_store)
+            self._store = DOMAIN.open_backend(kind, endpoint=endpoint, store=bundled_store)
         if self._store is None:
             raise EpisodeStateError("the KG env is closed: make a new env.")
         return self._store

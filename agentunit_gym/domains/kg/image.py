@@ -1,6 +1,6 @@
 """The generated build context of the ``kg`` image: the bundled graph and Oxigraph's server binary.
 
-:mod:`agentunit_gym.backends.images` calls these two functions (``GENERATED_CONTEXTS``) to
+:mod:`agentunit_gym.backends.images` calls these two functions (named by the KG domain's ``DomainImage.generator``) to
 make a copy of ``images/kg/`` with ``graph.nt.gz`` and ``oxigraph`` added, keyed by the
 graph's content key and the binary, so a changed graph gives a new image tag.
 """

@@ -5,7 +5,12 @@ The example runs on the bundled graph (a test replays it, so its observations st
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from agentunit_gym.core.conversation import ScriptedConversation
 from agentunit_gym.core.domain import ExampleStep, Prompt
+from agentunit_gym.tasks.agentbench_checkout import TaskModule
+from agentunit_gym.tasks.spec import TaskSpec
 
 INSTRUCTIONS = """\
 You answer questions with the facts stored in a knowledge base, which you query with the tools below.
@@ -94,3 +99,41 @@ PROMPT = Prompt(
     example=tuple(_as_step(observation, reply) for observation, reply in EXAMPLE),
 )
 """What a chat agent is told about the KG domain: the system text and the worked example."""
+
+
+# ------------------------------------------------- --protocol agentbench with a checkout
+
+AGENTBENCH_MODULE = "knowledgegraph/task.py"
+"""AgentBench's KG task module (v0.2, the text protocol), under ``src/server/tasks``."""
+
+
+def agentbench_conversation(root: Path) -> ScriptedConversation:
+    """AgentBench's opening of a KG episode, read from the checkout at ``root``.
+
+    AgentBench's loop: ``INSTRUCTIONS`` as a user turn, the model's acknowledgement, the
+    ``ONE_SHOT`` turns (user, model, user ...), then the task turn (the question and the topic
+    entities' names).
+
+    Raises:
+        AgentBenchCheckoutError: the module is missing or laid out otherwise.
+    """
+    module = TaskModule(root, AGENTBENCH_MODULE)
+    instructions = module.constant("INSTRUCTIONS")
+    shots = module.constant("ONE_SHOT")
+    if not isinstance(instructions, str) or not (
+            isinstance(shots, list) and len(shots) % 2 == 0 and all(isinstance(s, str) for s in shots)):
+        raise module.missing("INSTRUCTIONS as a string and ONE_SHOT as an even list of strings")
+    injected = module.injected("start_sample")
+    acks = [item.content.literal for item in injected if item.role == "agent" and item.content.literal is not None]
+    tasks = [item.content for item in injected if item.role == "user" and item.content.slots == 2]
+    if not acks or not tasks:
+        raise module.missing("the acknowledgement and the task turn in start_sample()")
+    head = [("user", instructions), ("assistant", str(acks[0]))]
+    head += [("user" if index % 2 == 0 else "assistant", shot) for index, shot in enumerate(shots)]
+    return ScriptedConversation(tuple(head), tasks[0], agentbench_task_values, str(module.path))
+
+
+def agentbench_task_values(task: TaskSpec, first_observation: str) -> tuple[str, ...]:
+    """The KG task turn's slots: the question, and the topic entities' names joined by ", "."""
+    entities = getattr(task, "entities", {}) or {}
+    return (task.instruction, ", ".join(entities))

@@ -9,8 +9,9 @@ until the turn limit. So no invalid reply ends the episode here either.
 from __future__ import annotations
 
 from agentunit_gym.core.domain import ProtocolPreset
+from agentunit_gym.domains.kg.prompt import agentbench_conversation
 
 PROTOCOLS = {
-    "agentbench": ProtocolPreset(ending_issues=frozenset()),
+    "agentbench": ProtocolPreset(ending_issues=frozenset(), conversation=agentbench_conversation),
     "agentbench-fc": ProtocolPreset(ending_issues=frozenset()),
 }

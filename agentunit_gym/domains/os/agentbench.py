@@ -14,6 +14,7 @@ split's scripts folder when they run.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -259,7 +260,8 @@ def _replay_example(evaluation: dict[str, Any], script_dir: Path | str, task_id:
                     source: str) -> list[dict[str, Any]]:
     """The reference of a check item, as AgentBench grades it: run the example script (its
     gold solution) in the agent's shell; answer with its output when the check compares
-    the answer with the example's output (a script follows a ``null`` entry), else finish.
+    the answer with the example's output (a script follows a ``null`` entry) or a check
+    script reads the answer itself (its first argument), else finish.
 
     The example runs in a child process of the agent's shell (``bash -c`` / ``python3 -c``,
     stdin closed), as AgentBench runs it for the check, so an ``exit`` in it cannot end the
@@ -278,8 +280,27 @@ def _replay_example(evaluation: dict[str, Any], script_dir: Path | str, task_id:
     steps: list[dict[str, Any]] = [{"bash": f"{runner} -c {shlex.quote(code)} < /dev/null"}]
     check = evaluation["check"]
     compares_output = any(entry is None for entry in check[:-1])
-    steps.append({"tool": "answer", "from_output": True} if compares_output else {"tool": "finish"})
+    reads_answer = any(_reads_answer(entry, script_dir) for entry in check if entry is not None)
+    steps.append({"tool": "answer", "from_output": True} if compares_output or reads_answer else {"tool": "finish"})
     return steps
+
+
+_PYTHON_ANSWER = re.compile(r"argv\s*\[\s*1\s*[\]:]")
+_BASH_ANSWER = re.compile(r"\$(?:1(?!\d)|\{1\}|@|\*)")
+
+
+def _reads_answer(entry: Any, script_dir: Path | str) -> bool:
+    """Whether a check script reads the agent's answer: AgentBench passes it as every check
+    script's first argument (``argv[1]``, ``$1``), so an item whose check reads it wants an
+    answer even without a ``null`` (example) entry (``std-004-Q47-00000``: "tell me the path"
+    beside a move). A script that cannot be read counts as not reading it."""
+    try:
+        script = Script.model_validate(entry)
+        code = script.source(str(script_dir))
+    except (ValidationError, TaskFileError, OSError, ValueError):
+        return False
+    pattern = _PYTHON_ANSWER if script.language == "python" else _BASH_ANSWER
+    return pattern.search(code) is not None
 
 
 def _script(script: Any) -> Any:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, ReportSection, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import (
+    BackendSpec,
+    Domain,
+    DomainImage,
+    EnvSpec,
+    ReportSection,
+    TaskGenerator,
+    TaskLoader,
+)
 from agentunit_gym.domains.os.agentbench import collect_agentbench_os, is_agentbench_os
 from agentunit_gym.domains.os.prompt import PROMPT
 from agentunit_gym.domains.os.protocols import PROTOCOLS
 from agentunit_gym.domains.os.task import OSTask
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 8
 """AgentBench's turn limit for OS interaction."""
@@ -24,10 +33,11 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("docker", "one container per env from the project's image, --network none",
-                    needs_docker=True, opens="agentunit_gym.backends.sandbox.factory:open_sandbox"),
+                    needs_docker=True),
         BackendSpec("local", "Linux namespaces on the host (bubblewrap or unshare), no daemon",
-                    embedded=True, opens="agentunit_gym.backends.sandbox.factory:open_sandbox"),
+                    embedded=True),
     ),
+    backend_factory="agentunit_gym.backends.sandbox.factory:open_sandbox",
     task_model=OSTask,
     loaders=(
         TaskLoader("agentbench", "an AgentBench checkout's data/ (or data/os_interaction/) folder: dev.json "
@@ -51,4 +61,5 @@ DOMAIN = Domain(
         ReportSection("OS: grading", ("exact_match", "success_rate", "step_efficiency"),
                       "Tasks graded by a match compare the answer; check tasks run their pipeline."),
     ),
+    image=DomainImage("os", _IMAGES / "os"),
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, suggest
@@ -29,10 +29,9 @@ from agentunit_gym.domains.os.checks import CHECK_HELPERS
 from agentunit_gym.domains.os.domain import DOMAIN
 from agentunit_gym.domains.os.task import OSTask, Script
 from agentunit_gym.domains.os.tools import GRAMMAR, INTRO, TOOL_NAMES, TOOLS
+from agentunit_gym.domains.os.users import ONE_UID, ONE_UID_HINT
 from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError
-
-if TYPE_CHECKING:
-    from agentunit_gym.backends.sandbox.factory import SandboxKind
+from agentunit_gym.tasks.spec import Refusal
 
 CHECK_TIMEOUT = 60.0
 """Seconds a check or init script may run (ours, generous: a slow check is not the agent's fault)."""
@@ -67,17 +66,15 @@ class OSEnv(AgentEnv[OSTask]):
         pids_limit: most processes at once; default 512. These four are the sandbox's
             resource limits, the same on both backends (docs/envs/os.md, "Resource limits");
             ``None`` keeps the default. Reachable with ``eval --env-option memory=256m``.
-        **sandbox_options: passed to ``open_sandbox`` (e.g. ``image=`` for docker).
+        **sandbox_options: passed to the sandbox factory, ``open_sandbox`` (e.g. ``image=`` for docker).
 
     Raises:
         ConfigError: a bad option.
         BackendUnavailableError: the backend asked for cannot run here.
     """
 
-    domain = DOMAIN.name
-    task_model = OSTask
+    DOMAIN = DOMAIN
     tools = TOOLS
-    default_max_steps = DOMAIN.step_limit
     grammar = GRAMMAR
 
     def __init__(
@@ -118,12 +115,10 @@ class OSEnv(AgentEnv[OSTask]):
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split)
         if sandbox is None:
-            # Imported here: the factory pulls in the docker SDK only when it is used.
-            from agentunit_gym.backends.sandbox.factory import open_sandbox
-
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
-            sandbox = open_sandbox(kind=cast("SandboxKind", backend), **sandbox_options)
+            # The domain's factory (imported on first use: it pulls in the docker SDK only then).
+            sandbox = DOMAIN.open_backend(backend, **sandbox_options)
         self._sandbox: Sandbox | None = sandbox
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._sandbox_kind = sandbox.kind
@@ -139,9 +134,7 @@ class OSEnv(AgentEnv[OSTask]):
         if self._sandbox is None:
             if self._closed:
                 raise EpisodeStateError("the OS env is closed: make a new env.")
-            from agentunit_gym.backends.sandbox.factory import open_sandbox
-
-            self._sandbox = open_sandbox(kind=cast("SandboxKind", self._sandbox_kind), **self._sandbox_options)
+            self._sandbox = DOMAIN.open_backend(self._sandbox_kind, **self._sandbox_options)
             self._sandbox_dirty = False
         return self._sandbox
 
@@ -170,6 +163,12 @@ class OSEnv(AgentEnv[OSTask]):
         """Whether the sandbox can switch users (docker: yes; local: when started by root,
         see docs/sandbox-local.md). Tasks that declare ``needs_users`` run only then."""
         return self.sandbox.multi_user
+
+    def _refusal(self, task: OSTask) -> Refusal | None:
+        if task.needs_users and not self.multi_user:
+            note = task.users_note or "acts as another user"
+            return Refusal(f"not run on {self.backend_name}: {note}; {ONE_UID}", "switches users", ONE_UID_HINT)
+        return None
 
     # ----------------------------------------------------------------- hooks
 

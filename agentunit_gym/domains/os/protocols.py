@@ -8,6 +8,7 @@ on; each maps onto the env's own tool.
 from __future__ import annotations
 
 from agentunit_gym.core.domain import ProtocolPreset, ToolAlias
+from agentunit_gym.domains.os.prompt import agentbench_conversation
 
 
 def _function(name: str, description: str, param: str, param_description: str) -> dict[str, object]:
@@ -33,7 +34,8 @@ AGENTBENCH_OBSERVATION_LIMIT = 800
 """Characters of command output AgentBench's OS task shows the agent."""
 
 PROTOCOLS = {
-    "agentbench": ProtocolPreset(env_options={"observation_limit": AGENTBENCH_OBSERVATION_LIMIT}),
+    "agentbench": ProtocolPreset(env_options={"observation_limit": AGENTBENCH_OBSERVATION_LIMIT},
+                                 conversation=agentbench_conversation),
     "agentbench-fc": ProtocolPreset(env_options={"observation_limit": AGENTBENCH_OBSERVATION_LIMIT},
                                     tools=FC_TOOLS),
 }

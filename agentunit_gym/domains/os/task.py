@@ -183,6 +183,17 @@ class OSTask(TaskSpec):
     """How the episode is graded."""
     script_dir: str | None = None
     """Folder relative script files resolve against; defaults to the task file's folder."""
+    needs_users: bool = False
+    """The task acts as other users (``su``, ``chown jack``, ``runuser``). It runs only where
+    the sandbox can switch users (docker; the local sandbox when started by root); elsewhere
+    the env refuses it (:meth:`~agentunit_gym.domains.os.env.OSEnv.not_runnable`) and a run
+    leaves it out, as a backend that cannot run a task is."""
+    users_note: str | None = None
+    """What switches users (the AgentBench loader names the commands it found)."""
+
+    def list_notes(self) -> tuple[str, ...]:
+        """``needs network`` and ``switches users``, as they apply."""
+        return (*super().list_notes(), *(("switches users",) if self.needs_users else ()))
 
     @field_validator("init", mode="before")
     @classmethod

@@ -28,6 +28,11 @@ import re
 
 from agentunit_gym.domains.os.network import command_segments, shell_words
 
+ONE_UID = "this sandbox maps one uid (the local sandbox maps many users only when started by root)"
+"""Why a task that switches users is left out of a run whose sandbox cannot switch users."""
+ONE_UID_HINT = "it maps one uid here (run as root, or use --backend docker)"
+"""What to do about it, in the one-line note of a run that leaves such tasks out."""
+
 _SWITCH = frozenset({"su", "runuser", "login", "newgrp", "sg"})
 _ROOT = frozenset({"", "root", "0"})
 _LEADING = frozenset({"nohup", "time", "exec", "command", "builtin", "then", "do", "else", "!", "{", "(", "env",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, TaskGenerator, TaskLoader
+from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.webshop.goals import goal_family
 from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.prompt import PROMPT
@@ -13,6 +13,7 @@ from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.tasks.loader import LoadResult
 
 _HERE = Path(__file__).parent
+_IMAGES = _HERE.parent.parent / "images"
 
 STEP_LIMIT = 10
 """AgentBench's turn limit for WebShop (its 0.2 task; its later tool-calling task allows 20)."""
@@ -39,10 +40,11 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("embedded", "the shop engine in the env's process (bm25s index, memory-mapped), no daemon",
-                    embedded=True, opens="agentunit_gym.backends.shop.factory:open_shop_backend"),
+                    embedded=True),
         BackendSpec("server", "the shop as an HTTP server in the project's webshop container, or at a url",
-                    needs_docker=True, opens="agentunit_gym.backends.shop.factory:open_shop_backend"),
+                    needs_docker=True),
     ),
+    backend_factory="agentunit_gym.backends.shop.factory:open_shop_backend",
     task_model=WebShopTask,
     loaders=(
         TaskLoader("webshop", "WebShop's data folder (items_shuffle*.json, items_ins_v2*.json, "
@@ -64,4 +66,6 @@ DOMAIN = Domain(
     headline=HEADLINE,
     report_sections=REPORT_SECTIONS,
     protocols=PROTOCOLS,
+    cli="agentunit_gym.domains.webshop.cli:register",
+    image=DomainImage("webshop", _IMAGES / "webshop"),
 )

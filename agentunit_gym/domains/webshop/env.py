@@ -68,6 +68,26 @@ INTRO = f"{PAGE_GUIDE}\n\n{GRAMMAR}"
 agent's system message says who the agent is, not these)."""
 
 
+def webshop_folder_of(tasks: TaskSource) -> Path | None:
+    """The WebShop data folder that ``tasks`` (already read) come from, when they are WebShop's
+    human goals (``catalog: webshop-files``): the folder of their ``items_human_ins.json``;
+    None for other tasks. Goals of WebShop's catalog must run over it, not the generated one.
+
+    Raises:
+        ConfigError: goals of WebShop's catalog that do not say which file they came from.
+    """
+    if isinstance(tasks, (str, Path)) or not tasks:
+        return None
+    goals = [t for t in tasks if isinstance(t, WebShopTask) and t.catalog == "webshop-files"]
+    if not goals:
+        return None
+    folders = {Path(t.source.split("#", 1)[0]).parent for t in goals if t.source}
+    if len(folders) != 1 or len(goals) != len([t for t in goals if t.source]):
+        raise ConfigError("these WebShop goals are about WebShop's own catalog and do not name one data folder; "
+                          "pass webshop_data=FOLDER (eval --env-option WebShop-v0:webshop_data=FOLDER).")
+    return folders.pop()
+
+
 def format_observation(view: PageView, *, first: bool = False) -> str:
     """A page as the agent reads it, in AgentBench's layout."""
     head = "The initial observation" if first else "Observation"
@@ -109,9 +129,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         BackendUnavailableError: the shop server cannot be started or reached.
     """
 
-    domain: ClassVar[str] = DOMAIN.name
-    task_model = WebShopTask
-    default_max_steps: ClassVar[int] = DOMAIN.step_limit
+    DOMAIN = DOMAIN
     grammar: ClassVar[str] = GRAMMAR
     tools: ClassVar[tuple[ToolSpec, ...]] = (
         ToolSpec("search", "Search the shop (from any page; it starts over on a new results page).",
@@ -141,14 +159,15 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         self._shop: ShopBackend | None = None
         self._owns_backend = False
         self._session: ShopSession | None = None
-        if backend not in ("auto", "embedded", "server"):
-            raise ConfigError(f"backend must be 'auto', 'embedded' or 'server', got {backend!r}.")
+        DOMAIN.check_backend(backend)
         if invalid_move not in INVALID_MOVES:
             raise ConfigError(f"invalid_move must be 'feedback' or 'same_page', got {invalid_move!r}; "
                               "pass one of them.")
         self.invalid_move = invalid_move
         if webshop_data is None and isinstance(tasks, (str, Path)) and DOMAIN.detect_format(tasks) == "webshop":
             webshop_data, tasks = tasks, None  # WebShop's data folder: its goals over its own catalog
+        if webshop_data is None and shop_backend is None and url is None:
+            webshop_data = webshop_folder_of(tasks)  # its goals, read earlier (eval --tasks): the same catalog
         catalog: Catalog | None = None
         if webshop_data is not None and shop_backend is None:
             from agentunit_gym.backends.shop.factory import open_catalog
@@ -162,10 +181,8 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         if shop_backend is not None:
             self._shop = shop_backend
         else:
-            from agentunit_gym.backends.shop.factory import open_shop_backend
-
-            self._shop = open_shop_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
-                                           catalog=catalog, **backend_options)
+            self._shop = DOMAIN.open_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
+                                             catalog=catalog, **backend_options)
             self._owns_backend = True
         # What a copy in another process reopens: the resolved kind, not "auto"; the catalog by its
         # data folder (the catalog object holds caches that do not pickle).
@@ -317,12 +334,12 @@ class WebShopEnv(AgentEnv[WebShopTask]):
     def _backend(self) -> ShopBackend:
         if self._shop is None and self._owns_backend and not self._closed:
             # A pickled or copied env: open its own shop in this process.
-            from agentunit_gym.backends.shop.factory import open_catalog, open_shop_backend
+            from agentunit_gym.backends.shop.factory import open_catalog
 
             kind, url, size, seed, data, options = self._reopen_args
             catalog = None if data is None else open_catalog(catalog_size=size, catalog_seed=seed, webshop_data=data)
-            self._shop = open_shop_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
-                                           **options)
+            self._shop = DOMAIN.open_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
+                                             **options)
         if self._shop is None:
             raise EpisodeStateError("the env has no shop backend (closed or failed to open).")
         return self._shop

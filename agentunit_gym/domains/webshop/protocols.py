@@ -15,11 +15,13 @@ our feedback. What ends an episode differs between AgentBench's two WebShop loop
 from __future__ import annotations
 
 from agentunit_gym.core.domain import ProtocolPreset
+from agentunit_gym.domains.webshop.prompt import agentbench_conversation
 
 NO_PARSEABLE_ACTION = frozenset({"no_call", "malformed", "unknown_tool"})
 """The ``action_error`` issues of a reply in which AgentBench's ReAct loop finds no action."""
 
 PROTOCOLS = {
-    "agentbench": ProtocolPreset(env_options={"invalid_move": "same_page"}, ending_issues=NO_PARSEABLE_ACTION),
+    "agentbench": ProtocolPreset(env_options={"invalid_move": "same_page"}, ending_issues=NO_PARSEABLE_ACTION,
+                                 conversation=agentbench_conversation),
     "agentbench-fc": ProtocolPreset(env_options={"invalid_move": "same_page"}, ending_issues=frozenset()),
 }

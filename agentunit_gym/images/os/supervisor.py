@@ -16,8 +16,12 @@ out. It is the trusted part of the container and the only one holding CAP_SYS_AD
   output past ``max`` bytes is read and discarded here, so it never crosses the socket.
 * Shells nest as in a terminal: a command that starts another interactive shell (``su -
   jack``, ``bash``, ``sh``) hands it the terminal; the next commands go to that shell until
-  it exits (:class:`Shell`). ``interactive_shell`` and the notes are shared with the local
-  sandbox, which imports them.
+  it exits (:class:`Shell`).
+* The protocol itself (sentinel framing, capture, nested levels, the runaway heuristic, the
+  notes) is ``shell_protocol.py`` beside this file, shared with the local sandbox.
+  DockerSandbox sends both files: the boot line installs that one as
+  ``agentunit_gym.images.os.shell_protocol`` before running this one, so the import below
+  reads the same in the container and on the host.
 
 Standard library only (the image has python3); no third-party imports.
 """
@@ -30,7 +34,6 @@ import errno
 import fcntl
 import json
 import os
-import secrets
 import select
 import signal
 import subprocess
@@ -39,6 +42,25 @@ import termios
 import time
 import tty
 from typing import Any
+
+from agentunit_gym.images.os.shell_protocol import (
+    AGENT_OOM_SCORE_ADJ,
+    DEFAULT_RUNAWAY_BUDGET,
+    EXITED_NOTE,
+    NESTED_KILLED_NOTE,
+    RESTARTED_NOTE,
+    SHELL_SETUP,
+    Capture,
+    Level,
+    flush_terminal_input,
+    interactive_shell,
+    is_flood,
+    new_nonce,
+    proc_stat,
+    runaway_note,
+    settle,
+    waiting_nonces,
+)
 
 ROOT = "/run/au/root"
 UPPER = "/run/au/upper"
@@ -63,11 +85,8 @@ PIDS_LIMIT = int(os.environ.get("AU_PIDS_LIMIT", "256"))
 NETWORK = os.environ.get("AU_NETWORK") == "1"
 """With a network, the agent's /etc gets Docker's resolv.conf, hosts and hostname (the
 overlay shows the image's files, not the ones Docker mounts over them)."""
-RUNAWAY_BUDGET = int(os.environ.get("AU_RUNAWAY_BUDGET", "32"))
-"""How many processes one command may leave running (a server, a few workers) before they
-count as runaways (a fork bomb) and are killed, so the next command can fork."""
-RUNAWAY_WATCH_S = 0.5
-"""How long we watch what a command left behind while it keeps growing."""
+RUNAWAY_BUDGET = int(os.environ.get("AU_RUNAWAY_BUDGET", str(DEFAULT_RUNAWAY_BUDGET)))
+"""The sandbox's ``runaway_budget`` (see :func:`shell_protocol.is_flood`)."""
 
 
 def _mount(src: str, target: str, fstype: str, flags: int = 0, data: str = "") -> None:
@@ -176,12 +195,6 @@ def _enter_jail(controlling_tty: bool) -> None:
     # Root's capabilities after exec are its bounding set: the dropped caps are gone.
 
 
-AGENT_OOM_SCORE_ADJ = 500
-"""``oom_score_adj`` of the agent's processes (its shell, its commands, one-off commands) on
-both backends: at the memory limit the kernel kills one of them, never the supervisor or the
-local box's holder (at 0), whatever their sizes. Raising it needs no privilege (lowering
-below 0 needs CAP_SYS_RESOURCE, which dockerd may lack). Children inherit it, so among the
-agent's processes the biggest goes: the command that ran memory up, not its small shell."""
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 """Where the container's count of out-of-memory kills is (cgroup v2, v1)."""
 
@@ -234,28 +247,19 @@ def kill_all(deadline_s: float = 3.0) -> bool:
 
 
 def contain_runaways(before: set[int], spared: set[int]) -> int:
-    """Kill what the last command left running when it is a flood (see :data:`RUNAWAY_BUDGET`).
+    """Kill what the last command left running when it is a flood (:func:`shell_protocol.is_flood`).
 
     ``before``: the processes that existed before the command (earlier background jobs
-    survive). What the command left is watched while it grows (a fork bomb doubles every
-    few ms; a server started with ``&`` stays put); past the budget, or with the pids
-    limit nearly reached, every process the command created is killed, in rounds until
-    none is left (killing a process group at once stops its members forking). Returns how
-    many processes were killed.
+    survive). A flood: every process the command created is killed, in rounds until none
+    is left (killing a process group at once stops its members forking). Returns how many
+    processes were killed.
     """
-    deadline = time.monotonic() + RUNAWAY_WATCH_S
-    seen, still = 0, 0
-    while True:
-        new = [pid for pid in other_pids() if pid not in before and pid not in spared]
-        if not new:
-            return 0
-        if len(new) > RUNAWAY_BUDGET or len(new) + len(before) >= PIDS_LIMIT * 9 // 10:
-            break
-        still = still + 1 if len(new) <= seen else 0
-        if still >= 3 or time.monotonic() > deadline:
-            return 0  # stable over a few looks (a busy machine forks slowly): a deliberate job
-        seen = max(seen, len(new))
-        time.sleep(0.015)
+    def left() -> list[int]:
+        return [pid for pid in other_pids() if pid not in before and pid not in spared]
+
+    if not is_flood(lambda: len(left()), len(before), RUNAWAY_BUDGET, PIDS_LIMIT):
+        return 0
+    new = left()
     killed: set[int] = set()
     end = time.monotonic() + 3.0
     while new and time.monotonic() < end:
@@ -277,197 +281,12 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
     return len(killed)
 
 
-SENTINEL_HEAD = b"\x1eAU"
-SENTINEL_MAX = 48
-"""Longest sentinel (``<RS>AU<nonce>:<status><RS>``): a tail that may begin one is held back."""
-
-
-class Capture:
-    """Keeps the first ``limit`` bytes of a stream, counts the rest, and finds a sentinel.
-
-    ``accept`` holds the nonces whose sentinel ends the read: the command's own, and those
-    of the lines still running in the shells below a nested one (their sentinel means the
-    nested shells have exited). Anything else that looks like a sentinel is output.
-    """
-
-    def __init__(self, limit: int, accept: set[str] | None = None) -> None:
-        self.limit, self.accept = limit, accept
-        self.kept = bytearray()
-        self.total = 0
-        self.pending = b""  # bytes held back because they may be the start of a sentinel
-        self.found: int | None = None  # exit code once a sentinel was seen
-        self.found_nonce: str | None = None
-
-    def _take(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.limit - len(self.kept)
-        if room > 0:
-            self.kept += data[:room]
-
-    def feed(self, data: bytes) -> None:
-        if self.accept is None:
-            self._take(data)
-            return
-        data = self.pending + data
-        self.pending = b""
-        start = 0
-        while True:
-            at = data.find(SENTINEL_HEAD, start)
-            if at < 0:
-                break
-            end = data.find(b"\x1e", at + len(SENTINEL_HEAD))
-            if end < 0:
-                if len(data) - at <= SENTINEL_MAX:  # may be a sentinel still arriving
-                    self._take(data[:at])
-                    self.pending = data[at:]
-                    return
-                start = at + 1
-                continue
-            nonce, _, digits = data[at + len(SENTINEL_HEAD):end].partition(b":")
-            name = nonce.decode("ascii", "replace")
-            if name in self.accept:
-                self._take(data[:at])
-                self.found = int(digits) if digits.isdigit() else -1
-                self.found_nonce = name
-                return
-            start = at + 1
-        # Hold back a tail only if it could begin a sentinel.
-        cut = len(data)
-        tail = data.rfind(b"\x1e", max(0, len(data) - len(SENTINEL_HEAD) + 1))
-        if tail >= 0 and SENTINEL_HEAD.startswith(data[tail:]):
-            cut = tail
-        self._take(data[:cut])
-        self.pending = data[cut:]
-
-    def note(self, text: str) -> None:
-        """Append a line of ours to what the agent reads (counted like output)."""
-        self._take(text.encode())
-
-    def drop_partial_line(self) -> None:
-        """Drop what follows the last newline: a new shell's first prompt."""
-        self.pending = b""
-        cut = self.kept.rfind(b"\n") + 1
-        if cut < len(self.kept) and self.total == len(self.kept):
-            self.total -= len(self.kept) - cut
-            del self.kept[cut:]
-
-    def finish(self) -> None:
-        if self.pending:
-            self._take(self.pending)
-            self.pending = b""
-
-    def reply(self, **extra: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"out": base64.b64encode(bytes(self.kept)).decode(), "total": self.total,
-               "truncated": self.total > len(self.kept)}
-        out.update(extra)
-        return out
-
-
-SHELL_NAMES = frozenset({"bash", "rbash", "sh", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "yash", "posh",
-                         "busybox"})
-"""POSIX-style shells: started without a command or script, they read commands from the
-terminal, and understand our lines (``eval '...'``, ``$?``). fish and csh do not: they run
-until the timeout, like any program waiting for input."""
-_OPTIONS_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
-SHELL_SETUP = ("PS1= PS2= PS4='+ '; unset PROMPT_COMMAND PS0 HISTFILE 2>/dev/null; "
-               '[ -z "$BASH_VERSION" ] || set +H +o history')
-"""What a nested shell is told first: no prompts (they would open every output), and for bash
-no history expansion (``!``) or history. Its line editing stays on: readline echoes nothing on
-our terminal (echo is off), and our lines for bash are printable ASCII only. (Turning editing
-off in the middle of a line loses the rest of that line.)"""
-EXITED_NOTE = "\n[the shell exited; a new shell was started: cwd, variables and jobs were reset]\n"
-"""Shown when the agent ends its outermost shell (``exit``): it gets a fresh one."""
-NESTED_KILLED_NOTE = "\n[the command did not stop; the shell it ran in was ended: back in the shell that started it]\n"
-RESTARTED_NOTE = "\n[the command did not stop; a new shell was started: cwd, variables and jobs were reset]\n"
-
-
-def flush_terminal_input(path: str) -> None:
-    """Drop what was written to the terminal at ``path`` that no process has read (lines for a
-    killed shell). Shared with the local sandbox."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-    except OSError:
-        return
-    try:
-        termios.tcflush(fd, termios.TCIFLUSH)
-    except termios.error:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _proc_text(pid: int, name: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def _stat(pid: int) -> list[bytes]:
-    """The fields of /proc/<pid>/stat after the command name (state first); empty if gone."""
-    data = _proc_text(pid, "stat")
-    return data[data.rfind(b")") + 2:].split() if data else []
-
-
-def interactive_shell(pid: int) -> str | None:
-    """The name of the shell ``pid`` runs if it is an interactive one idle at the terminal.
-
-    Interactive: a known shell program without ``-c`` and without a script operand.
-    Idle: asleep, with no child in its own process group (a command substitution of its
-    start-up files would be one). Returns None otherwise.
-    """
-    argv = [arg.decode("utf-8", "replace") for arg in _proc_text(pid, "cmdline").split(b"\0")[:-1]]
-    if not argv:
-        return None
-    name = argv[0].rsplit("/", 1)[-1].lstrip("-")
-    if name not in SHELL_NAMES:
-        return None
-    skip = False
-    for arg in argv[1:]:
-        if skip:
-            skip = False
-        elif arg in _OPTIONS_WITH_VALUE:
-            skip = True
-        elif arg.startswith("--"):
-            if arg == "--":
-                return None if arg != argv[-1] else name
-        elif arg[:1] in ("-", "+") and len(arg) > 1:
-            if "c" in arg[1:] and arg[0] == "-":
-                return None
-        else:
-            return None  # a script operand
-    fields = _stat(pid)
-    if not fields or fields[0] != b"S":
-        return None
-    group = fields[2]
-    for task in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
-        for child in _proc_text(pid, f"task/{task}/children").split():
-            kid = _stat(int(child))
-            if kid and kid[2] == group:
-                return None
-    return name
-
-
-class Level:
-    """One shell reading the agent's terminal: the outer bash, or one the agent started in it."""
-
-    def __init__(self, pid: int, name: str) -> None:
-        self.pid, self.name = pid, name
-        self.waiting: str | None = None
-        """The nonce of this shell's line that started the shell above it (still running)."""
-        self.status = 0
-        """The exit status of its last command: the sentinel's printf resets ``$?``, so the next
-        line sets it back first (``false`` then ``echo $?`` prints 1, ``exit`` returns it)."""
-
-    def line(self, command: str, nonce: str) -> str:
-        """``command`` as one input line that runs it in this shell and then prints the sentinel."""
-        restore = f"(exit {self.status}); " if self.status else ""  # a subshell only after a failure
-        if self.name in ("bash", "rbash"):
-            return f"{restore}eval {quote(command)}; builtin printf '\\036AU{nonce}:%d\\036' $?\n"
-        # Not bash: no $'...' quoting (dash lacks it). A quoted newline keeps the line going.
-        posix = "'" + command.replace("'", "'\\''") + "'"
-        return f"{restore}eval {posix}; command printf '\\036AU{nonce}:%d\\036' \"$?\"\n"
+def reply(cap: Capture, **extra: Any) -> dict[str, Any]:
+    """The JSON reply for a command whose output ``cap`` holds."""
+    out: dict[str, Any] = {"out": base64.b64encode(bytes(cap.kept)).decode(), "total": cap.total,
+                           "truncated": cap.truncated}
+    out.update(extra)
+    return out
 
 
 class Shell:
@@ -569,25 +388,19 @@ class Shell:
 
     def _send(self, command: str, limit: int) -> tuple[str, Capture]:
         """Send ``command`` to the top shell; the capture also accepts the lower shells' sentinels."""
-        nonce = secrets.token_hex(8)
+        nonce = new_nonce()
         # One line for bash, so it has all of it before the command runs: a command reading stdin
         # cannot swallow the sentinel's printf. (Not a ``{ ...; }`` group: after a syntax error
         # inside eval, bash 5.2 then misparses the next line.)
         line = self.levels[-1].line(command, nonce)
-        accept = {nonce, *(level.waiting for level in self.levels[:-1] if level.waiting is not None)}
+        accept = {nonce, *waiting_nonces(self.levels)}
         cap = Capture(limit, accept)
         os.write(self.master, line.encode("utf-8", "surrogateescape"))
         return nonce, cap
 
     def _settle(self, cap: Capture, nonce: str) -> None:
         """After a sentinel: if it was a lower shell's, the shells above it have exited."""
-        if cap.found_nonce != nonce:
-            for index, level in enumerate(self.levels):
-                if level.waiting == cap.found_nonce:
-                    del self.levels[index + 1:]
-                    level.waiting = None
-                    break
-        self.levels[-1].status = cap.found if cap.found is not None and 0 <= cap.found < 256 else 0
+        settle(self.levels, cap.found_nonce, cap.found)
 
     def _roundtrip(self, command: str, timeout: float, limit: int) -> tuple[int | None, Capture, str]:
         nonce, cap = self._send(command, limit)
@@ -656,7 +469,7 @@ class Shell:
             pid = level.pid
             while pid > 1 and pid not in spared:
                 spared.add(pid)
-                fields = _stat(pid)
+                fields = proc_stat(pid)
                 pid = int(fields[1]) if fields else 0
         return spared
 
@@ -704,10 +517,9 @@ class Shell:
             self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
-                cap.note(f"\n[{killed} processes this command left running were killed: more than "
-                         f"{RUNAWAY_BUDGET} were still forking]\n")
-        return cap.reply(exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
-                         duration=time.monotonic() - started, oom=kills >= 0 and oom_kills() > kills)
+                cap.note(runaway_note(killed, RUNAWAY_BUDGET))
+        return reply(cap, exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
+                     duration=time.monotonic() - started, oom=kills >= 0 and oom_kills() > kills)
 
     def _stop_command(self, cap: Capture, nonce: str) -> str:
         """After a timeout: stop what hangs and get a shell that answers; "done" when one does.
@@ -755,21 +567,6 @@ class Shell:
                 state = self._read_until(Capture(0, {waiting}), time.monotonic() + 1.0)
                 if state != "timeout":
                     return state
-
-
-def quote(text: str) -> str:
-    """Bash ANSI-C quoting on one line: the whole command reaches bash before it runs."""
-    out = ["$'"]
-    for byte in text.encode("utf-8", "surrogateescape"):
-        ch = chr(byte)
-        if ch == "'" or ch == "\\":
-            out.append("\\" + ch)
-        elif 32 <= byte < 127:
-            out.append(ch)
-        else:
-            out.append(f"\\x{byte:02x}")
-    out.append("'")
-    return "".join(out)
 
 
 def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -> dict[str, Any]:
@@ -859,7 +656,7 @@ def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -
     except BlockingIOError:
         pass
     pipe_out.close()
-    return cap.reply(exit=None if timed_out else code, timed_out=timed_out, restarted=False,
+    return reply(cap, exit=None if timed_out else code, timed_out=timed_out, restarted=False,
                      duration=time.monotonic() - started)
 
 

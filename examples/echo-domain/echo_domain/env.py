@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 from agentunit_gym.core import Action, ActionError, ActionIssue, AgentEnv, Execution, Param, Score, ToolSpec
-from agentunit_gym.errors import ConfigError
 from echo_domain import DOMAIN
 from echo_domain.task import EchoTask
 
@@ -16,9 +15,7 @@ _ACT = re.compile(r"Act:\s*(\w+)\((.*?)\)", re.DOTALL)
 class EchoEnv(AgentEnv[EchoTask]):
     """Say the word you are shown: ``Act: say(<word>)`` commits, ``Act: look()`` shows it again."""
 
-    domain = DOMAIN.name
-    task_model = EchoTask
-    default_max_steps = DOMAIN.step_limit
+    DOMAIN = DOMAIN  # name, task model, step limit and suite come from the description
     grammar = "Act: say(<word>) to answer, or Act: look() to read the word again"
     tools = (
         ToolSpec("look", "Read the word again."),
@@ -26,8 +23,7 @@ class EchoEnv(AgentEnv[EchoTask]):
     )
 
     def __init__(self, *, backend: str = "auto", **kwargs: Any) -> None:
-        if backend not in ("auto", "inline"):
-            raise ConfigError(f"the echo env runs on 'inline' only, not {backend!r}.")
+        DOMAIN.check_backend(backend)  # "auto" or a name the description lists; nothing to open
         super().__init__(**kwargs)
 
     @property
@@ -35,7 +31,7 @@ class EchoEnv(AgentEnv[EchoTask]):
         return "inline"
 
     def _start_episode(self, task: EchoTask) -> str:
-        return f"{self.grammar}\n\nTask: say the word {task.word!r}."
+        return f"{self.grammar}\n\nTask: {task.instruction}"
 
     def _parse_react(self, text: str) -> Action | ActionError:
         found = _ACT.findall(text)

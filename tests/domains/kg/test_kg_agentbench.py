@@ -142,3 +142,46 @@ def test_freebase_items_without_an_endpoint_stop_with_the_fix(
                  str(tmp_path / "run2"), "--env-option", "KG-v0:endpoint=http://127.0.0.1:9/sparql"])
     err = capsys.readouterr().err
     assert "no Freebase SPARQL endpoint was given" not in err and "127.0.0.1:9" in err, err
+
+
+CHECKOUT = Path(__file__).resolve().parents[2] / "fixtures" / "agentbench_checkout"
+
+
+def test_agentbench_ontology_filters_relations_and_attributes(tmp_path: Path, freebase_store: EmbeddedSPARQL) -> None:
+    """The stand-in checkout's ontology lists rocket_engines (with a range of its own) and
+    thrust, not designed_by: given it, the env lists what AgentBench would; without it, the store's."""
+    import shutil
+
+    from agentunit_gym.errors import AgentBenchCheckoutError
+
+    checkout = tmp_path / "AgentBench"
+    shutil.copytree(CHECKOUT, checkout)
+    data = checkout / "data" / "knowledgegraph"
+    data.mkdir(parents=True)
+    (data / "dev.json").write_text(json.dumps(ITEMS), encoding="utf-8")
+    calls = ["Action: get_relations(Gas-generator cycle)",
+             "Action: get_neighbors(Gas-generator cycle, spaceflight.rocket_engine_cycle.rocket_engines)",
+             "Action: get_relations(#0)", "Action: get_attributes(#0)"]
+
+    def observe(**options: object) -> list[str]:
+        with KGEnv(sparql_backend=freebase_store, **options) as env:  # type: ignore[arg-type]
+            env.reset(options={"task_id": "dev-00000"})
+            return [str(env.step(call)[0]) for call in calls]
+
+    # Found from the tasks' path: the file lies in the checkout.
+    found = observe(tasks=str(data / "dev.json"))
+    assert found == ["Observation: [spaceflight.rocket_engine_cycle.rocket_engines]",
+                     "Observation: variable #0, which are instances of standin.engine_type",
+                     "Observation: []",  # designed_by is not in the ontology
+                     "Observation: [spaceflight.rocket_engine.thrust]"]
+    assert observe(tasks=load_agentbench_kg(data), ontology=checkout) == found
+    assert observe(tasks=load_agentbench_kg(data),
+                   ontology=checkout / "src/server/tasks/knowledgegraph/ontology") == found
+    # Without the ontology: the store's relations and ranges.
+    assert observe(tasks=str(data / "dev.json"), ontology=False) == [
+        "Observation: [spaceflight.rocket_engine_cycle.rocket_engines]",
+        "Observation: variable #0, which are instances of spaceflight.bipropellant_rocket_engine",
+        "Observation: [spaceflight.rocket_engine.designed_by]",
+        "Observation: [spaceflight.rocket_engine.thrust]"]
+    with pytest.raises(AgentBenchCheckoutError, match="ontology=.*vocab.json"):
+        KGEnv(sparql_backend=freebase_store, tasks=load_agentbench_kg(data), ontology=tmp_path / "nowhere")

@@ -219,3 +219,38 @@ def test_the_cli_oracle_passes_an_agentbench_checkout_past_a_bad_item(tmp_path: 
     output = done.stdout + done.stderr
     assert output.count("dev-001-dev-00006") == 1, output
     assert "no example script" in output
+
+
+# Shaped as AgentBench's std-004-Q47-00000 (our own text): an operation whose question also
+# asks for an answer, graded by check scripts only (no null entry), the first of which reads
+# the answer (its first argument) itself.
+READS_ANSWER: dict[str, Any] = {
+    "description": "Move /root/src/app.ini into the current folder, and tell me where it was before.",
+    "create": {"local": "default", "init": "mkdir -p /root/src && echo 'x=1' > /root/src/app.ini"},
+    "start": "mkdir -p /root/dst && cd /root/dst",
+    "evaluation": {"check": [{"language": "python",
+                              "code": "from sys import argv\nassert argv[1].strip() == '/root/src/app.ini'"},
+                             {"language": "bash", "code": "test ! -e /root/src/app.ini && test -e /root/dst/app.ini"}],
+                   "example": {"code": "mv /root/src/app.ini /root/dst/ && echo /root/src/app.ini"}},
+}
+
+
+def test_a_check_that_reads_the_answer_gets_the_example_output_as_answer(tmp_path: Path) -> None:
+    bash_reads = {**READS_ANSWER, "evaluation": {**READS_ANSWER["evaluation"], "check": [
+        {"code": '[ "$1" = /root/src/app.ini ]'}, READS_ANSWER["evaluation"]["check"][1]]}}
+    awk_only = {**READS_ANSWER, "evaluation": {**READS_ANSWER["evaluation"], "check": [
+        {"code": "ls -l /root/dst/app.ini | awk '{print $9}'"}]}}
+    tasks = load_agentbench_os(write_checkout(tmp_path, [READS_ANSWER, bash_reads, awk_only]))
+    tools = [[(s.tool, s.from_output) for s in t.reference_solution] for t in tasks]
+    assert tools[0] == tools[1] == [("bash", False), ("answer", True)]
+    assert tools[2] == [("bash", False), ("finish", False)]  # no script reads the answer
+    results = _oracle_run(tasks[:1], "local", tmp_path / "run")
+    assert results == {tasks[0].id: (1.0, "complete")}
+    # As AgentBench grades it, a finish (no answer) fails it: the oracle used to finish here.
+    env = OSEnv(backend="local", tasks=tasks[:1])
+    try:
+        env.reset(options={"task_id": tasks[0].id})
+        env.step(env.render_action(tasks[0].reference_solution[0]))
+        assert env.step("Act: finish")[1] == 0.0
+    finally:
+        env.close()

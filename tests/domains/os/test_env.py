@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 import agentunit_gym  # noqa: F401 - registers the ids
 from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
+from agentunit_gym.backends.sandbox.local import LocalSandbox
 from agentunit_gym.core import ActionError, FinishReason
 from agentunit_gym.domains.os.checks import CHECK_HELPERS
 from agentunit_gym.domains.os.env import OSEnv
@@ -358,17 +359,24 @@ def test_given_sandbox_is_reset_each_episode_and_not_closed(sandbox: FakeSandbox
 def test_warm_up_starts_the_sandbox_that_the_first_episode_then_uses() -> None:
     env = OSEnv(backend="local", tasks=[EXACT])
     try:
-        assert env.sandbox._box is None  # type: ignore[attr-defined]
+        sandbox = env.sandbox
+        assert isinstance(sandbox, LocalSandbox)
+        assert sandbox.box_info() is None
         env.warm_up()
-        warmed = env.sandbox._box  # type: ignore[attr-defined]
-        assert warmed is not None and warmed.shell is not None
-        shell = warmed.shell
+        warmed = sandbox.box_info()
+        assert warmed is not None and warmed.shell_pid is not None
+        shell = warmed.shell_pid
+
+        def shell_now() -> int | None:
+            info = sandbox.box_info()
+            return info.shell_pid if info is not None else None
+
         env.reset(options={"task_id": "exact"})
-        assert env.sandbox._box.shell is shell  # type: ignore[attr-defined]  # fresh: no reset needed
+        assert shell_now() == shell  # fresh: no reset needed
         env.warm_up()  # after an episode: nothing to do; the next reset resets the box
-        assert env.sandbox._box.shell is shell  # type: ignore[attr-defined]
+        assert shell_now() == shell
         env.reset(options={"task_id": "exact"})
-        assert env.sandbox._box.shell is not shell  # type: ignore[attr-defined]
+        assert shell_now() != shell
     finally:
         env.close()
 

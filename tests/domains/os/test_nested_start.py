@@ -93,8 +93,9 @@ def test_one_uid_local_sandbox_starts_su_items_as_root_and_leaves_out_user_tasks
     with OSEnv(backend="local", tasks=[SU_JACK, chown]) as env:
         assert env.multi_user is False
         assert [t.id for t in env.tasks] == ["start-su-jack"]
-        with pytest.raises(ConfigError, match=r"'give-jack' needs other users \(acts as another user "
-                                              r"\(example: chown jack\)\), and this env's sandbox maps one uid"):
+        with pytest.raises(ConfigError, match=r"'give-jack' cannot run in this env \(not run on local: acts as another "
+                                              r"user \(example: chown jack\); this sandbox maps one uid .*\): it maps "
+                                              r"one uid here \(run as root, or use --backend docker\)\."):
             env.reset(options={"task_id": "give-jack"})
         env.reset(options={"task_id": "start-su-jack"})
         obs, *_ = env.step(_bash("whoami; pwd; cat /tmp/ready"))

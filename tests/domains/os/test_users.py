@@ -11,8 +11,8 @@ import pytest
 
 from agentunit_gym.domains.os.agentbench import load_agentbench_os
 from agentunit_gym.domains.os.env import OSEnv
-from agentunit_gym.domains.os.users import user_commands
-from agentunit_gym.tasks.spec import ONE_UID, left_out_note
+from agentunit_gym.domains.os.users import ONE_UID, user_commands
+from agentunit_gym.tasks.spec import left_out_note
 from tests.backends.test_local_users import many_users
 
 CASES = [
@@ -54,7 +54,8 @@ def _item(description: str, **fields: object) -> dict[str, object]:
     return item
 
 
-def test_the_agentbench_loader_marks_such_items_as_needing_users(tmp_path: Path) -> None:
+def test_the_agentbench_loader_marks_such_items_as_needing_users(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "data" / "os_interaction"
     (base / "data" / "7").mkdir(parents=True)
     items = [
@@ -71,20 +72,23 @@ def test_the_agentbench_loader_marks_such_items_as_needing_users(tmp_path: Path)
     assert {i: (t.needs_users, t.backends) for i, t in tasks.items()} == {
         "std-007-users-00000": (True, None), "std-007-users-00001": (True, None),
         "std-007-users-00002": (True, None), "std-007-users-00003": (False, None)}
-    # Left out where the sandbox maps one uid (a non-root caller's local sandbox), with the reason.
-    assert tasks["std-007-users-00000"].not_runnable("local", network=False, users=False) == (
-        f"not run on local: acts as another user (start: su); {ONE_UID}")
-    assert tasks["std-007-users-00001"].users_note == "acts as another user (example: chown jack)"
-    assert "check: su" in (tasks["std-007-users-00002"].users_note or "")
     # Run where users can be switched: docker, or the local sandbox of a root caller.
     assert tasks["std-007-users-00000"].not_runnable("docker", network=False) is None
-    assert tasks["std-007-users-00000"].not_runnable("local", network=False, users=True) is None
-    assert tasks["std-007-users-00003"].not_runnable("local", network=False, users=False) is None
-    suite = list(tasks.values())
-    assert left_out_note(suite, "local", users=False) == (
-        "3 tasks that switch users left out on backend local: it maps one uid here (run as root, or use "
-        "--backend docker)")
-    assert left_out_note(suite, "local", users=True) is None
+    # Left out where the sandbox maps one uid (a non-root caller's local sandbox, simulated),
+    # with the reason: the OS env refuses them (it knows its sandbox), the task alone cannot tell.
+    from agentunit_gym.backends.sandbox import usermap
+
+    monkeypatch.setattr(usermap, "user_switching", lambda isolation="auto": usermap.Support(False, "one uid"))
+    with OSEnv(backend="local", tasks=list(tasks.values())) as env:
+        assert env.multi_user is False
+        assert env.not_runnable(tasks["std-007-users-00000"]) == (
+            f"not run on local: acts as another user (start: su); {ONE_UID}")
+        assert env.not_runnable(tasks["std-007-users-00003"]) is None
+        assert [t.id for t in env.tasks] == ["std-007-users-00003"]
+        assert left_out_note(env.suite, "local", refused=env.refusals()) == (
+            "3 tasks left out on backend local (switches users): it maps one uid here (run as root, or use "
+            "--backend docker)")
+    assert left_out_note(list(tasks.values()), "local") is None
 
 
 @many_users

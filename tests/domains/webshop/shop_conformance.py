@@ -65,7 +65,7 @@ def check_item_and_sub_pages(backend: ShopBackend, task: WebShopTask, catalog: C
     expected = ["Instruction:", task.instruction, "Back to Search", "< Prev"]
     for name, values in product.options.items():
         expected += [name, *values]
-    expected += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating_text}",
+    expected += [product.title, f"Price: {product.price_tag}", "Rating: N.A.",
                  "Description", "Features", "Reviews", "Buy Now"]
     assert item.text.split(SEP) == expected
     values = [v for vs in product.options.values() for v in vs]
@@ -86,7 +86,9 @@ def check_item_and_sub_pages(backend: ShopBackend, task: WebShopTask, catalog: C
     assert features.text.split(SEP)[4:] == list(product.bullet_points)
     session.click("< prev")
     reviews = session.click("Reviews").view.text.split(SEP)[4:]
-    assert reviews == ["No reviews found"]  # as WebShop shows it under AgentBench, whatever the catalog holds
+    # As WebShop's template of AgentBench's time shows the reviews AgentBench's copy never loads:
+    # nothing past the header, whatever the catalog holds.
+    assert reviews == []
     session.click("< Prev")
     results = session.click("< Prev").view
     assert results.page == "results" and results.options == {}

@@ -1,0 +1,525 @@
+"""A box (dirs, holder, the agent's shell process) and the processes started in it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from agentunit_gym.backends.sandbox import usermap
+from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
+from agentunit_gym.backends.sandbox.limits import Limits
+from agentunit_gym.backends.sandbox.local.cgroup import BoxCgroup
+from agentunit_gym.backends.sandbox.local.etc_template import (
+    ETC_READ_ONLY,
+    ETC_READ_ONLY_FILES,
+    _CopyEntry,
+)
+from agentunit_gym.backends.sandbox.local.isolation import (
+    WRITABLE_DIRS,
+    Isolation,
+    _default_signals_argv,
+    agent_caps_argv,
+    drop_privileges_argv,
+    holder_argv,
+)
+from agentunit_gym.backends.sandbox.local.procfs import (
+    _children,
+    _children_ints,
+    _proc_stat_fields,
+    _scan_processes,
+)
+from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
+from agentunit_gym.images.os.shell_protocol import AGENT_OOM_SCORE_ADJ, Capture, Level
+
+_DIR_MODES = {"/tmp": 0o1777, "/root": 0o700}
+# Inside the fresh /var and /run (mode, or a symlink target).
+_SKELETON: tuple[tuple[str, int | str], ...] = (
+    ("var/tmp", 0o1777), ("var/log", 0o755), ("var/lib", 0o755), ("var/cache", 0o755), ("var/spool", 0o755),
+    ("var/mail", 0o2775), ("var/backups", 0o755), ("var/local", 0o2775), ("var/opt", 0o755),
+    ("var/run", "/run"), ("var/lock", "/run/lock"), ("run/lock", 0o1777), ("home/agent", 0o755),
+)
+
+
+_DEFAULT_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/bash",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+}
+
+
+_START_TIMEOUT_S = 10.0
+_KILL_TIMEOUT_S = 5.0
+# After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
+# making new ones), then how long the shell gets to print its sentinel before we decide it is
+# stuck in a loop of its own (``while :; do sleep 1; done``) and start a new one.
+_KILL_ROUNDS_S = 0.5
+_SHELL_GRACE_S = 1.0
+_CHUNK = 1 << 16
+
+
+
+def _result(capture: Capture, exit_code: int | None, timed_out: bool, started: float) -> ExecResult:
+    """The :class:`ExecResult` of a command whose output ``capture`` holds."""
+    return ExecResult(output=capture.text(), exit_code=exit_code, timed_out=timed_out, truncated=capture.truncated,
+                      output_bytes=capture.total, duration_s=time.monotonic() - started)
+
+
+@dataclass
+class _Shell:
+    proc: subprocess.Popen[bytes]
+    stdin: IO[bytes]
+    fd: int
+    """The terminal's master side: the commands' output and the sentinels."""
+    exit_fd: int
+    """A pidfd of the shell's process: readable once it has exited."""
+    nonce: str = ""
+    """The nonce of the command in flight through the driver."""
+    pending: bytearray = field(default_factory=bytearray)
+    eof: bool = False
+    settled: set[int] | None = None
+    """The agent's processes (its own pid numbers) after the last command's runaway check."""
+    init_pid: int | None = None
+    """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
+    slave: str = ""
+    """The terminal's path (to drop input no process read)."""
+    levels: list[Level] = field(default_factory=list)
+    """The driver's shell (it reads commands from the pipe), then the shells started in it that
+    read the terminal (``su - jack``, ``bash``), innermost last."""
+    found: str | None = None
+    """The nonce whose sentinel ``_read_sentinel`` saw last."""
+
+    def chain(self) -> list[int]:
+        """Host pids from the session leader down to the interactive bash (nsenter, unshare, bash)."""
+        found = [self.proc.pid]
+        while len(found) < 3:
+            kids = _children(found[-1])
+            if not kids:
+                break
+            found.append(int(kids[0]))
+        return found
+
+
+@dataclass
+class _Box:
+    """One incarnation of the sandbox: private dirs, the namespaces' holder, the agent's shell.
+
+    ``reset()`` resets a box in place when it can (:meth:`LocalSandbox._recycle`), else
+    throws it away and continues in a fresh one (the warm spare when ready).
+    """
+
+    dir: Path
+    """Holds ``w/`` (the writable dirs, bound into the sandbox) and ``root/`` (unshare's new root)."""
+    holder: subprocess.Popen[bytes] | None = None
+    ns_pid: int | None = None
+    """Host pid of the namespaces' pid 1: what nsenter targets, and what reset kills."""
+    shell: _Shell | None = None
+    next_shell: Future[_Shell] | None = None
+    """The next episode's shell, started in the background during this one (a reset in place
+    takes it): in a pid, mount and IPC namespace of its own, idle, unseen by this episode."""
+    mounts: frozenset[str] = frozenset()
+    """The box's mount points once it started: a reset in place needs them unchanged."""
+    tainted: bool = False
+    """A process ran in the box's own namespaces rather than the agent's (no shell was up):
+    what it left there is not known, so a reset replaces the box."""
+
+    def writable(self, sandbox_dir: str) -> Path:
+        return self.dir / "w" / sandbox_dir.lstrip("/")
+
+    def map_writable(self, sandbox_path: str) -> Path | None:
+        """The host path behind a normalised sandbox path, if it lies in a writable dir."""
+        for d in WRITABLE_DIRS:
+            if sandbox_path == d or sandbox_path.startswith(d + "/"):
+                return self.writable(d) / sandbox_path[len(d):].lstrip("/")
+        return None
+
+
+
+class _BoxProcesses(Sandbox):
+    """The state of a :class:`LocalSandbox` (set in its ``__init__``) and the processes of its
+    boxes: the holder, entering the box, one-off commands, ending shells and boxes.
+
+    The sandbox's code is split by concern into a chain of classes, each in its own module
+    and built on the one before: this one, :class:`~.files._Files`, :class:`~.shell._AgentShell`,
+    :class:`~.reset._ResetInPlace`, :class:`~.spare._WarmSpare`, then :class:`~.sandbox.LocalSandbox`.
+    """
+
+    isolation_requested: Isolation
+    allow_unisolated: bool
+    limits: Limits
+    pids_limit: int
+    runaway_budget: int
+    network: bool
+    workdir: str
+    warm_spare: bool
+    mechanism: Literal["bwrap", "unshare", "none"] | None
+    """The isolation in use once started."""
+    _env: dict[str, str]
+    _temp_parent: str | None
+    _layout: list[tuple[str, str | None]]
+    _owner_uid: int | None
+    """The host uid behind root inside, when the sandbox's files must be given to it (root callers)."""
+    _multi_user: bool | None  # decided on start (usermap), with the pids cgroup
+    _root: Path | None  # our temp dir: one sub-dir per box
+    _etc: Path | None  # the /etc template (shared by the process's sandboxes)
+    _cgroup: BoxCgroup | None
+    _disk_bounded: bool  # each box's dir is a tmpfs of `disk` bytes (box_tmpfs)
+    _limits_off: dict[str, str]
+    _prlimit: str | None
+    _box: _Box | None
+    _state: dict[str, _CopyEntry] | None  # what a box's writable dirs start with
+    _etc_bound: list[tuple[str, Path]] | None  # the template's read-only binds
+    _spare: Future[_Box] | None
+    _worker: ThreadPoolExecutor | None  # builds the spare, deletes old dirs
+    _closed: bool
+    _faults: dict[str, BaseException]  # LocalSandbox.inject_fault
+
+    def _fault(self, where: str) -> None:
+        """Raise the error :meth:`LocalSandbox.inject_fault` planted at ``where``, once."""
+        error = self._faults.pop(where, None)
+        if error is not None:
+            raise error
+
+    def _in_background(self, fn: Callable[..., object], *args: object) -> Future[Any]:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentunit-gym-local")
+        return self._worker.submit(fn, *args)
+
+    def _drop_next_shell(self, box: _Box) -> None:
+        future, box.next_shell = box.next_shell, None
+        if future is not None:
+            self._end_when_up(future)
+
+    def _end_when_up(self, future: Future[_Shell]) -> None:
+        """End the shell ``future`` starts, once (and if) it is up."""
+        future.add_done_callback(lambda done: done.exception() is None and self._end_shell(done.result()))
+
+    def _current(self) -> _Box:
+        self.start()
+        assert self._box is not None
+        return self._box
+
+    # ------------------------------------------------------------------ processes of the box
+
+    def _spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
+               in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None) -> subprocess.Popen[bytes]:
+        """Start a process in its own session: the one place this module creates processes.
+        With ``tty`` (a terminal's path), that terminal becomes the session's controlling
+        terminal (for the agent's shell: job control).
+
+        Every process joins the box's cgroup (memory, CPU, pids: :mod:`.cgroup`) when there is
+        one, ``in_sandbox`` ones at :data:`AGENT_OOM_SCORE_ADJ` (the OOM killer's choice, never
+        the holder). Without a pids cgroup, ``in_sandbox`` processes get RLIMIT_NPROC instead,
+        set before they enter the user namespace so it counts the sandbox's processes only;
+        the holder never gets it (an RLIMIT_NPROC set when a user namespace is created also
+        caps the caller's own processes). Both are set by a tiny exec wrapper rather than
+        ``preexec_fn``, which would cost a full fork of this process (~2 ms more per process).
+        """
+        if self.mechanism != "none":
+            argv = [*drop_privileges_argv(), *argv]
+        new_session = True
+        if self._cgroup is not None and self._cgroup.dirs:
+            # A session leader that opens a terminal gets it as its controlling terminal: the
+            # wrapper does that as well, which saves a `setsid --ctty` process.
+            argv = self._cgroup.join_argv(argv, tty=tty, oom_score_adj=AGENT_OOM_SCORE_ADJ if in_sandbox else None)
+        else:
+            if tty is not None:
+                argv = ["setsid", "--ctty", *argv]
+                new_session = False  # setsid makes the session (a group leader would have it fork)
+        if "pids" not in (self._cgroup.controllers if self._cgroup is not None else ()):
+            if in_sandbox and self._prlimit is not None:
+                argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
+        argv = [*_default_signals_argv(), *argv]
+        try:
+            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=self._env,
+                                    start_new_session=new_session, close_fds=True, pass_fds=pass_fds)
+        except OSError as exc:
+            raise BackendError(f"could not start {argv[0]!r} for the local sandbox: {exc}") from exc
+
+    def _etc_read_only(self) -> list[tuple[str, Path]]:
+        """(path under /etc, template path) of the template's trees and files bound read-only
+        into each box (looked up once: the template does not change)."""
+        assert self._root is not None
+        assert self._etc is not None
+        if self._etc_bound is None:
+            self._etc_bound = [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()] \
+                + [(rel, self._etc / rel) for rel in ETC_READ_ONLY_FILES if (self._etc / rel).is_file()]
+        return self._etc_bound
+
+    def _holder_argv(self, box: _Box) -> list[str]:
+        assert self.mechanism in ("bwrap", "unshare")
+        return holder_argv(self.mechanism, box.dir, multi_user=bool(self._multi_user), network=self.network,
+                           etc_binds=self._etc_read_only())
+
+    def _start_holder(self, box: _Box) -> None:
+        holder = self._spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, in_sandbox=False)
+        box.holder = holder
+        assert holder.stdin is not None and holder.stdout is not None and holder.stderr is not None
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        try:
+            line = self._read_line(holder.stdout.fileno(), deadline)
+            if line == b"map" and self._multi_user:
+                line = self._map_users(holder, deadline)
+            if line != b"ready":
+                holder.kill()
+                err = b""
+                with contextlib.suppress(Exception):
+                    holder.wait(timeout=_KILL_TIMEOUT_S)
+                    err = holder.stderr.read()[-600:]
+                raise BackendError(f"the {self.mechanism} sandbox did not start: "
+                                   f"{err.decode('utf-8', 'replace').strip() or 'no output'}")
+        finally:
+            holder.stdout.close()
+            holder.stderr.close()
+        # The namespace's pid 1 (bwrap's init, or our setup shell under unshare) is the
+        # holder's child; the wrapper that joined the cgroup has exec'd into the holder.
+        try:
+            children = Path(f"/proc/{holder.pid}/task/{holder.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        if not children:
+            raise BackendError(f"the {self.mechanism} sandbox started but its namespace process was not found.")
+        box.ns_pid = int(children[0])
+
+    def _map_users(self, holder: subprocess.Popen[bytes], deadline: float) -> bytes:
+        """Write the user namespace's uid/gid range (the holder waits in usermap.GATE), let it go
+        on, and return its next line (``ready``). A failure kills it: nothing runs unmapped."""
+        assert holder.stdin is not None and holder.stdout is not None
+        target = holder.pid
+        if self.mechanism == "unshare":  # unshare --fork: the gate runs in its child
+            for _ in range(100):
+                children = _children_ints(holder.pid)
+                if children or time.monotonic() > deadline:
+                    break
+                time.sleep(0.001)
+            if not children:
+                raise BackendError("the unshare sandbox's user namespace process was not found.")
+            target = children[0]
+        try:
+            usermap.write_maps(target)
+            holder.stdin.write(b"go\n")
+            holder.stdin.flush()
+        except OSError as exc:
+            holder.kill()
+            raise BackendError(f"could not map the local sandbox's users (host ids {usermap.BASE}-"
+                               f"{usermap.BASE + usermap.COUNT - 1}): {exc}") from exc
+        return self._read_line(holder.stdout.fileno(), deadline)
+
+    @staticmethod
+    def _read_line(fd: int, deadline: float) -> bytes:
+        buf = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BackendTimeoutError(f"the local sandbox did not start within {_START_TIMEOUT_S:g} s.")
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                buf += chunk
+        return buf.split(b"\n", 1)[0]
+
+    def _enter_argv(self, box: _Box, argv: Sequence[str], *, new_shell: bool = False) -> list[str]:
+        """``argv`` to run inside the sandbox (or on the host when unisolated): in the agent's
+        namespaces with the agent's capabilities; with ``new_shell``, in the box's own namespaces
+        with all of root's there (what the agent's shell starts from)."""
+        if self.mechanism == "none":
+            # On the host: at least keep HOME and temp files in the box's private dirs.
+            return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
+        assert box.ns_pid is not None
+        # Into the agent's own pid namespace (and its /proc, /dev/shm, IPC) once its shell is
+        # up, else the box's.
+        target = None if new_shell else self._agent_init(box)
+        if target is None and not new_shell:
+            box.tainted = True
+        # With network=True the sandbox is in the host's network namespace, which we may not enter.
+        return ["nsenter", "-t", str(target or box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i",
+                "-u", "-r", "--preserve-credentials", "--",
+                *(argv if new_shell else [*agent_caps_argv(), "/usr/bin/env", f"--chdir={self.workdir}", *argv])]
+
+    @staticmethod
+    def _agent_init(box: _Box) -> int | None:
+        """Host pid of the agent's shell, PID 1 of the agent's pid namespace; None when there is none."""
+        shell = box.shell
+        if shell is None or shell.eof:
+            return None
+        if shell.init_pid is None:
+            chain = shell.chain()
+            if len(chain) == 3:  # nsenter, its child unshare, unshare's child: the shell
+                shell.init_pid = chain[2]
+        if shell.init_pid is not None and _proc_stat_fields(shell.init_pid) is None:
+            return None
+        return shell.init_pid
+
+    def _workdir_in(self, box: _Box) -> str:
+        return str(box.writable("/root")) if self.mechanism == "none" else self.workdir
+
+    def _jobs_file(self, box: _Box) -> str:
+        """Where the driver lists the shell's jobs, as the shell sees the path."""
+        return str(box.writable("/run") / "jobs") if self.mechanism == "none" else "/run/.agentunit-gym-jobs"
+
+    def _box_alive(self, box: _Box) -> bool:
+        if self.mechanism == "none":
+            return True
+        if box.holder is None or box.holder.poll() is not None or box.ns_pid is None:
+            return False
+        # The namespace's init may be dead (a zombie) before the holder notices.
+        fields = _proc_stat_fields(box.ns_pid)
+        if fields is None:
+            return False
+        # Dead, or on its way out (PF_EXITING: killed, now taking the namespace down).
+        return fields[0] not in (b"Z", b"X") and not int(fields[6]) & 0x4
+
+    def _stop_shell(self, box: _Box) -> None:
+        shell, box.shell = box.shell, None
+        if shell is not None:
+            self._end_shell(shell)
+
+    @staticmethod
+    def _end_shell(shell: _Shell) -> None:
+        """Kill a shell (its session) and wait for it, with a deadline; close our ends."""
+        # The session leader's group, and the interactive bash's own group.
+        for group in (shell.proc.pid, *(int(pid) for pid in _children(shell.proc.pid))):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            shell.stdin.close()
+        try:
+            shell.proc.wait(timeout=_KILL_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.") from exc
+        finally:
+            for fd in (shell.fd, shell.exit_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _stop_box(self, box: _Box) -> None:
+        """Kill the box's shell and every process of its namespaces, and wait for them (with a deadline)."""
+        deadline = time.monotonic() + _KILL_TIMEOUT_S
+        self._drop_next_shell(box)
+        try:
+            if self.mechanism == "none" and box.shell is not None:
+                # No pid namespace: kill the shell's session (daemons that left it escape).
+                for pid, (_, session) in _scan_processes():
+                    if session == box.shell.proc.pid:
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.kill(pid, signal.SIGKILL)
+            if box.ns_pid is not None:
+                # SIGKILL to the pid namespace's init makes the kernel kill all its processes.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(box.ns_pid, signal.SIGKILL)
+            self._stop_shell(box)
+        finally:
+            box.ns_pid = None
+            holder, box.holder = box.holder, None
+            if holder is not None:
+                with contextlib.suppress(OSError):
+                    if holder.stdin is not None:
+                        holder.stdin.close()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(holder.pid, signal.SIGKILL)
+                try:
+                    holder.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired as exc:
+                    raise BackendTimeoutError(f"the local sandbox's holder (pid {holder.pid}) did not exit "
+                                              "after SIGKILL.") from exc
+
+    @staticmethod
+    def _died_error() -> BackendError:
+        return BackendError("the local sandbox died (its processes were killed from outside or it ran out of "
+                            "resources); call reset() to get a fresh sandbox.")
+
+    def run(self, command: str, *, timeout: float = 30.0, language: Language = "bash",
+            args: tuple[str, ...] = (), max_output: int = 1 << 20) -> ExecResult:
+        """Run a one-off command as root in the sandbox's namespaces, outside the agent's shell.
+
+        Raises:
+            ConfigError: unknown ``language``.
+            BackendError: the sandbox died (call ``reset()``).
+        """
+        if language == "bash":
+            argv = ["/bin/bash", "--noprofile", "--norc", "-c", command, "bash", *args]
+        elif language == "python":
+            argv = ["python3", "-c", command, *args]
+        else:
+            raise ConfigError(f"language must be 'bash' or 'python', got {language!r}.")
+        return self._exec(argv, timeout=timeout, max_output=max_output)
+
+    def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
+              capture: Capture | None = None) -> ExecResult:
+        box = self._current()
+        if not self._box_alive(box):
+            raise self._died_error()
+        started = time.monotonic()
+        capture = capture if capture is not None else Capture(max_output)
+        proc = self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, in_sandbox=True)
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        deadline = started + timeout
+        timed_out = False
+        exited_at: float | None = None
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                while True:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        timed_out = True
+                        break
+                    if exited_at is None and proc.poll() is not None:
+                        exited_at = now
+                    # A daemon started by the command may keep our pipe open: once the
+                    # command itself has exited, take what is there and stop.
+                    if exited_at is not None and now - exited_at > 0.05:
+                        break
+                    if not sel.select(min(deadline - now, 0.05)):
+                        continue
+                    try:
+                        chunk = os.read(fd, _CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        break
+                    capture.feed(chunk)
+        finally:
+            code: int | None = None
+            try:
+                if not timed_out:
+                    # Output closed: the command is ending, or closed its stdout and goes on.
+                    try:
+                        code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        timed_out = True
+                if timed_out:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    try:
+                        proc.wait(timeout=_KILL_TIMEOUT_S)
+                    except subprocess.TimeoutExpired as exc:
+                        raise BackendTimeoutError(f"a command in the local sandbox (pid {proc.pid}) did not "
+                                                  "exit after SIGKILL.") from exc
+            finally:
+                proc.stdout.close()
+        if not timed_out and not self._box_alive(box):
+            raise self._died_error()
+        return _result(capture, None if timed_out else code, timed_out, started)
+
