@@ -92,3 +92,38 @@ def test_wall_clock_limit_passing_during_a_step() -> None:
 def test_bad_limits_are_config_errors(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError, match=next(iter(kwargs))):  # the message names the option
         LimitEpisode(ToyEnv(), **kwargs)  # type: ignore[arg-type]
+
+
+class _ToyWithLimitsOff(ToyEnv):
+    """A backend that cannot enforce its memory limit here (as a local sandbox without a cgroup)."""
+
+    @property
+    def backend_limits_off(self) -> str:
+        return "memory: no cgroup here (test)"
+
+
+def test_steps_a_wrapper_answers_carry_the_envs_backend_limits_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One value on every reset and step, also on the steps no action ran in: a late reply
+    # (LimitEpisode), a prompt over the context (LimitContext), end_episode().
+    from agentunit_gym.wrappers import LimitContext, end_episode
+
+    off = "memory: no cgroup here (test)"
+    clock = [1000.0]
+    monkeypatch.setattr("agentunit_gym.wrappers.limits.time.monotonic", lambda: clock[0])
+    env = LimitEpisode(_ToyWithLimitsOff(), max_steps=4, max_seconds=5.0)
+    _, info = env.reset(options={"task_id": "t1"})
+    assert info["backend_limits_off"] == off
+    _, _, _, _, info = env.step("Act: echo(a)")
+    assert info["backend_limits_off"] == off
+    clock[0] += 10.0
+    _, _, _, trunc, info = env.step("Act: echo(b)")
+    assert trunc and info["reply_class"] == "skipped" and info["backend_limits_off"] == off
+
+    overflow = LimitContext(_ToyWithLimitsOff(), max_tokens=5)
+    overflow.reset(options={"task_id": "t1"})
+    _, _, _, trunc, info = overflow.step("Act: answer(42)")
+    assert trunc and info["reply_class"] == "skipped" and info["backend_limits_off"] == off
+
+    ended = _ToyWithLimitsOff()
+    ended.reset(options={"task_id": "t1"})
+    assert end_episode(ended, FinishReason.TASK_LIMIT, detail="test")["backend_limits_off"] == off
