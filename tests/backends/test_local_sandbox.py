@@ -714,6 +714,34 @@ def test_rlimit_fallback_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> No
             assert line.split()[2:4] == [str(limit), str(limit)]
 
 
+def test_rlimit_applies_when_the_cgroup_has_memory_but_no_pids(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host that delegates memory and cpu but not pids (as some systemd setups): the box's
+    # processes join the cgroup and still carry RLIMIT_NPROC, as limits_off promises.
+    from agentunit_gym.backends.sandbox.local import cgroup
+
+    real = cgroup.find_hierarchies
+
+    def no_pids(controllers: Iterable[str] = cgroup.CONTROLLERS, *,
+                enable: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+        found, missing = real(controllers, enable=enable)
+        if "pids" in found or "pids" in missing:
+            found.pop("pids", None)
+            missing["pids"] = "no pids controller here (test)"
+        return found, missing
+
+    monkeypatch.setattr(cgroup, "find_hierarchies", no_pids)
+    limit = 77 + _processes_of(ROOT_CALLER_UID) if os.geteuid() == 0 else 77 + _processes_of(os.geteuid())
+    with LocalSandbox(pids_limit=limit) as sb:
+        info = sb.box_info()
+        assert info is not None and "pids" not in info.cgroup_dirs
+        if not info.cgroup_dirs:
+            pytest.skip("no writable memory or cpu cgroup here either (test_rlimit_fallback_without_a_cgroup)")
+        assert info.process_limit == "rlimit" and "pids" not in sb.limits_off
+        for limits in (sb.shell("cat /proc/self/limits").output, sb.run("cat /proc/self/limits").output):
+            line = next(x for x in limits.splitlines() if x.startswith("Max processes"))
+            assert line.split()[2:4] == [str(limit), str(limit)]
+
+
 def no_cgroup_here(controllers: Iterable[str] = (), *, enable: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
     """A host without a writable cgroup, for ``cgroup.find_hierarchies``."""
     return {}, {name: "no cgroup here (test)" for name in controllers or ("memory", "cpu", "pids")}
