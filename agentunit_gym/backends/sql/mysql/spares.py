@@ -139,10 +139,11 @@ class SparePool:
     def give_back(self, account: Account) -> None:
         """Take back an ended episode's account, whose grant binds it to its own database:
         the worker resets its session and empties its database (:func:`.accounts.renew_account`),
-        and it is a spare again. Past the pool's size it is dropped; if renewing fails, the
-        worker drops it and makes a new account in its place."""
+        and it is a spare again (one more than the pool's size at most, so that a pool of one
+        reuses too; past that it is dropped). If renewing fails, the worker drops it and makes
+        a new account in its place."""
         with self._lock:
-            keep = not self._closed and len(self._ready) < self._size
+            keep = not self._closed and len(self._ready) <= self._size
             if keep:
                 try:
                     future = self._worker.submit(self._renew, account)
