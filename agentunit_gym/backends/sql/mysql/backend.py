@@ -356,11 +356,11 @@ class MySQLBackend(SQLBackend):
             if self._admin_db == episode.name:
                 self._admin_db = None  # the admin's default database is about to go
             if self._pool is not None:
+                self._pool.refill()  # first: the account given back is one more, renewed while two episodes run
                 if conn is not None and episode.reusable:
                     self._pool.give_back(Account(episode.user, episode.params, episode.name, conn, 0.0))
                 else:
                     self._pool.drop_later(None, [episode.name], user=episode.user)
-                self._pool.refill()
                 return
             if self._sessions is None:
                 logger.warning("could not drop episode database %r: the connection to %s was lost", episode.name,
