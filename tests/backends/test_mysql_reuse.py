@@ -202,3 +202,54 @@ def test_reused_accounts_leave_nothing_on_a_dsn_server() -> None:
             assert server_state() == before
         finally:
             conn.close()
+
+
+# -- the statement time limit: set only when it may have changed ---------------------------
+
+
+def set_statements(db: MySQLEpisode, timeout: float) -> int:
+    """How many SET statements the agent's session has run (a plain statement: it sets nothing)."""
+    return int(db.execute("SHOW SESSION STATUS LIKE 'Com_set_option'", timeout=timeout).rows[0][1])
+
+
+def test_the_time_limit_is_sent_again_only_when_it_may_have_changed(mysql: MySQLBackend) -> None:
+    db = mysql.open_episode([T])
+    try:
+        base = set_statements(db, 10.0)
+        for _ in range(3):
+            assert db.execute("SELECT COUNT(*) FROM t", timeout=10.0).rows == ((2,),)
+        assert db.execute("UPDATE t SET b = 'y' WHERE a = '1'", timeout=10.0).rowcount == 1
+        assert set_statements(db, 10.0) == base  # plain statements, same limit: no SET before them
+        db.execute("SELECT 1", timeout=3.0)
+        assert set_statements(db, 3.0) == base + 1  # another limit: one SET
+        assert db.execute("SET @x = 1", timeout=3.0).ok  # the agent's own SET (counted)...
+        db.execute("SELECT 1", timeout=3.0)
+        db.execute("SELECT 1", timeout=3.0)
+        # ...after which the limit is set before every statement, for the rest of the episode.
+        assert set_statements(db, 3.0) == base + 1 + 1 + 3
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("lift", [
+    ["SET SESSION max_statement_time = 0"],
+    ["/*! SET SESSION max_statement_time = 0 */"],
+    ["CREATE PROCEDURE lift() SET SESSION max_statement_time = 0", "CALL lift()"],
+    ["CREATE FUNCTION lift() RETURNS INT BEGIN SET SESSION max_statement_time = 0; RETURN 1; END",
+     "SELECT lift()"],
+    ["CREATE TABLE other (x INT)",
+     "CREATE TRIGGER lift BEFORE INSERT ON other FOR EACH ROW SET SESSION max_statement_time = 0",
+     "INSERT INTO other VALUES (1)"],
+])
+def test_the_agent_cannot_lift_the_time_limit(mysql: MySQLBackend, lift: list[str]) -> None:
+    db = mysql.open_episode([T])
+    try:
+        db.execute("SELECT 1", timeout=1.0)
+        for sql in lift:
+            db.execute(sql, timeout=1.0)  # some servers refuse a SET in a function or trigger: fine
+        result = db.execute("SELECT SLEEP(3)", timeout=1.0)
+        # Ended by the server's own limit (error 1969), not by the watchdog half a second later.
+        assert result.timed_out and result.extra.get("errno") == 1969, result
+        assert result.duration_s < 1.4
+    finally:
+        db.close()

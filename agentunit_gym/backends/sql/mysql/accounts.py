@@ -84,6 +84,8 @@ class Account:
     """The one database the user holds privileges on (a spare's own unique one until renamed)."""
     conn: Any
     made_at: float
+    limit: float | None = None
+    """The statement time limit set on ``conn`` (None: none of ours)."""
 
 
 def create_account(admin: Any, params: ConnectParams, dialect: Dialect, database: str, *,
@@ -158,14 +160,16 @@ def drop_accounts(admin: Any, accounts: Sequence[str], databases: Iterable[str])
     run_batch(admin, statements + [f"DROP DATABASE IF EXISTS {quote_mysql_identifier(d)}" for d in databases])
 
 
-def reset_session(conn: Any, dialect: Dialect) -> None:
+def reset_session(conn: Any, dialect: Dialect, limit: str | None = None) -> None:
     """Reset the account's connection to a fresh session, set up as MySQL 8's sessions are.
 
     ``COM_RESET_CONNECTION`` rolls back an open transaction, releases table locks and
     ``GET_LOCK`` named locks, drops temporary tables, forgets user variables and prepared
     statements and sets the session variables back to the server's globals; the
     collation (``SET NAMES``) and, on a server whose defaults are not MySQL 8's, the rest of
-    the dialect are set again. The login, its user and its default database stay.
+    the dialect are set again, and ``limit`` (the ``SET`` of a statement time limit, which
+    the next episode's first statement then need not send). The login, its user and its
+    default database stay.
 
     Raises:
         pymysql.err.MySQLError: the server refused (an old server) or the connection failed.
@@ -177,24 +181,27 @@ def reset_session(conn: Any, dialect: Dialect) -> None:
     statements = [] if dialect.server_defaults else [dialect.init_command]
     if dialect.collation is not None:
         statements.append(f"SET NAMES utf8mb4 COLLATE {dialect.collation}")
+    if limit is not None:
+        statements.append(limit)
     with conn.cursor() as cur:
         for statement in statements:
             cur.execute(statement)
 
 
-def renew_account(admin: Any, account: Account, dialect: Dialect) -> Account:
+def renew_account(admin: Any, account: Account, dialect: Dialect, limit: str | None) -> Account:
     """Make an ended episode's account ready for the next one: its session reset
     (:func:`reset_session`, first, so the agent holds no lock the drop would wait for), its
     database dropped and created again, empty, under the same name (the grant on the name
-    survives the drop; nothing else of the old one does).
+    survives the drop; nothing else of the old one does). ``limit``: the ``SET`` of the
+    account's :attr:`Account.limit`, sent with the reset.
 
     Raises:
         pymysql.err.MySQLError: a statement failed; the caller drops the account instead.
     """
-    reset_session(account.conn, dialect)
+    reset_session(account.conn, dialect, limit)
     name = quote_mysql_identifier(account.database)
     run_batch(admin, [f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} {dialect.database_options}"])
-    return replace(account, made_at=time.monotonic())
+    return replace(account, made_at=time.monotonic(), limit=account.limit if limit is not None else None)
 
 
 def restore_password_sql(account: str, password: str) -> str:

@@ -153,7 +153,7 @@ class MySQLBackend(SQLBackend):
 
     def _start_pool(self) -> None:
         if self._spares:
-            self._pool = SparePool(self._params, self.dialect, self._spares, self._server.describe)
+            self._pool = SparePool(self._params, self.dialect, self._spares, self._server.describe, self.flavor)
 
     def _stop_pool(self) -> None:
         pool, self._pool = self._pool, None
@@ -324,8 +324,8 @@ class MySQLBackend(SQLBackend):
                 self._undo(account, name if created_db else None)
                 raise
             sessions.used_at = time.monotonic()
-            episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor), self._generation,
-                                   account.params)
+            episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor, account.limit),
+                                   self._generation, account.params)
             episode.reusable = database is None  # the account's grant is on its own database's name
             self._episodes[name] = episode
             return episode
@@ -358,7 +358,8 @@ class MySQLBackend(SQLBackend):
             if self._pool is not None:
                 self._pool.refill()  # first: the account given back is one more, renewed while two episodes run
                 if conn is not None and episode.reusable:
-                    self._pool.give_back(Account(episode.user, episode.params, episode.name, conn, 0.0))
+                    self._pool.give_back(Account(episode.user, episode.params, episode.name, conn, 0.0,
+                                                 episode.last_timeout))
                 else:
                     self._pool.drop_later(None, [episode.name], user=episode.user)
                 return

@@ -80,6 +80,8 @@ class MySQLEpisode(EpisodeDatabase):
         self.params = params
         """How to log in as the episode's user."""
         self.reusable = False
+        self.last_timeout: float | None = None
+        """The time limit of the agent's last statement (a renewed account's session gets it)."""
         """Whether the account may serve another episode (its grant is on this database's name)."""
         self._backend = backend
         self._session: Session | None = session
@@ -120,6 +122,7 @@ class MySQLEpisode(EpisodeDatabase):
             raise BackendError(f"episode database {self.name!r} lost its connection earlier ({self._lost}); "
                                "open a new episode (env.reset()) to continue")
         pymysql = load_pymysql()
+        self.last_timeout = timeout
         try:
             result = run_statement(self._session, sql, timeout, max_rows, self._backend.killer)
             if result.extra.get("errno") != ER_CONNECTION_KILLED and needs_commit(self._session.conn):

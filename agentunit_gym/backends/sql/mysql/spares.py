@@ -43,6 +43,7 @@ from agentunit_gym.backends.sql.mysql.connection import (
     load_pymysql,
 )
 from agentunit_gym.backends.sql.mysql.dialect import Dialect
+from agentunit_gym.backends.sql.mysql.statement import limit_statement
 from agentunit_gym.errors import BackendUnavailableError
 
 logger = logging.getLogger("agentunit_gym")
@@ -71,10 +72,13 @@ class SparePool:
         size: how many spares to keep ready (at least 1); taken ones are replaced when an
             episode ends (:meth:`refill`), or at once when none is left.
         describe: the server's description, for log messages.
+        flavor: ``"mariadb"`` or ``"mysql"`` (how a statement time limit is set).
     """
 
-    def __init__(self, params: ConnectParams, dialect: Dialect, size: int, describe: Callable[[], str]) -> None:
+    def __init__(self, params: ConnectParams, dialect: Dialect, size: int, describe: Callable[[], str],
+                 flavor: str = "mariadb") -> None:
         self._params = params
+        self._flavor = flavor
         self._dialect = dialect
         self._size = max(1, size)
         self._describe = describe
@@ -333,7 +337,9 @@ class SparePool:
     def _renew(self, account: Account) -> Account:
         pymysql = load_pymysql()
         try:
-            return self._with_admin(lambda admin: renew_account(admin, account, self._dialect), hold_back=True)
+            limit = limit_statement(self._flavor, account.limit) if account.limit is not None else None
+            return self._with_admin(lambda admin: renew_account(admin, account, self._dialect, limit),
+                                    hold_back=True)
         except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
             logger.debug("could not renew episode account %s (%s); making a new one", account.account, exc)
         close_quietly(account.conn)
