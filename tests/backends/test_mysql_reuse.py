@@ -18,7 +18,8 @@ import pytest
 
 from agentunit_gym.backends.sql.base import Column, TableData
 from agentunit_gym.backends.sql.mysql import MySQLBackend, connect, parse_dsn
-from agentunit_gym.backends.sql.mysql.dialect import MARIADB_COLLATION, MARIADB_SQL_MODE
+from agentunit_gym.backends.sql.mysql.accounts import reset_session
+from agentunit_gym.backends.sql.mysql.dialect import MARIADB_COLLATION, MARIADB_SQL_MODE, Dialect
 from agentunit_gym.backends.sql.mysql.episode import MySQLEpisode
 from tests.backends.external_mysql import tcp_mariadb
 
@@ -253,3 +254,20 @@ def test_the_agent_cannot_lift_the_time_limit(mysql: MySQLBackend, lift: list[st
         assert result.duration_s < 1.4
     finally:
         db.close()
+
+
+def test_a_reset_session_gets_the_dialect_on_a_server_without_its_defaults(mysql: MySQLBackend) -> None:
+    # A stock server's globals are not MySQL 8's: the reset sends them with the collation and
+    # the time limit, in one SET (a dialect unlike our image's globals stands in for that).
+    conn = connect(mysql.admin_connect_params())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET @left = 1, SESSION group_concat_max_len = 7")
+        reset_session(conn, Dialect("ANSI_QUOTES", MARIADB_COLLATION, server_defaults=False),
+                      "SET SESSION max_statement_time = 4.000")
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@sql_mode, @@group_concat_max_len, @@collation_connection, "
+                        "@@max_statement_time, @left")
+            assert cur.fetchall() == (("ANSI_QUOTES", 1024, MARIADB_COLLATION, 4.0, None),)
+    finally:
+        conn.close()

@@ -178,14 +178,15 @@ def reset_session(conn: Any, dialect: Dialect, limit: str | None = None) -> None
     # how its own ping and select_db send theirs.
     conn._execute_command(COM_RESET_CONNECTION, b"")  # noqa: SLF001
     conn._read_ok_packet()  # noqa: SLF001
-    statements = [] if dialect.server_defaults else [dialect.init_command]
+    # One SET for all (a SET takes NAMES and variables in one list): one round trip.
+    settings = [] if dialect.server_defaults else [dialect.init_command.removeprefix("SET ")]
     if dialect.collation is not None:
-        statements.append(f"SET NAMES utf8mb4 COLLATE {dialect.collation}")
+        settings.append(f"NAMES utf8mb4 COLLATE {dialect.collation}")
     if limit is not None:
-        statements.append(limit)
-    with conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
+        settings.append(limit.removeprefix("SET "))
+    if settings:
+        with conn.cursor() as cur:
+            cur.execute("SET " + ", ".join(settings))
 
 
 def renew_account(admin: Any, account: Account, dialect: Dialect, limit: str | None) -> Account:
