@@ -271,3 +271,20 @@ def test_a_reset_session_gets_the_dialect_on_a_server_without_its_defaults(mysql
             assert cur.fetchall() == (("ANSI_QUOTES", 1024, MARIADB_COLLATION, 4.0, None),)
     finally:
         conn.close()
+
+
+def test_an_account_whose_connection_died_unseen_is_dropped_not_renewed(mysql: MySQLBackend) -> None:
+    db = mysql.open_episode([T])
+    admin_rows(mysql, f"KILL {db.connection_id}")  # the episode runs nothing after: it cannot know
+    db.close()
+    mysql.settle()
+    # The renewal's reset failed: the account and its database are dropped, a new spare made.
+    assert (db.name,) not in admin_rows(mysql, "SHOW DATABASES")
+    assert db.user.split("'")[1] not in {row[0] for row in admin_rows(mysql, "SELECT user FROM mysql.user")}
+    dbs, users = mysql.spare_names()
+    assert len(dbs) == len(users) >= 2 and db.name not in dbs
+    fresh = mysql.open_episode([T])
+    try:
+        assert fresh.execute("SELECT COUNT(*) FROM t").rows == ((2,),)
+    finally:
+        fresh.close()
