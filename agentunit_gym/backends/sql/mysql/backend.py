@@ -3,8 +3,8 @@
 Each episode gets its own database, created from the task's tables and dropped after, and
 its own user that holds privileges on that database only; the agent's statements run on a
 connection of that user (:mod:`.episode`). The user, an empty database and the connection are
-made ahead, and ended episodes dropped behind, by a worker (:mod:`.spares`): an episode's
-critical path holds only what depends on its task.
+made ahead, and ended episodes renewed or dropped behind, by a worker (:mod:`.spares`): an
+episode's critical path holds only what depends on its task.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class MySQLBackend(SQLBackend):
         >>> backend.close()
 
     The backend is meant for one thread (one env); each episode's statements run one at a time.
-    A worker thread of its own makes the next episode's account ahead and drops ended ones
-    (``spares=0``: all of it on the caller's thread, as before).
+    A worker thread of its own makes the next episode's account ahead, renews or drops ended
+    ones (``spares=0``: accounts made and dropped on the caller's thread, none renewed).
     """
 
     kind = "mysql"
@@ -103,8 +103,8 @@ class MySQLBackend(SQLBackend):
             memory_limit: the container's memory limit.
             tmpfs_size: size of the container's tmpfs datadir.
             spares: episode accounts (user, empty database, connection) kept ready by a
-                worker thread, which also drops ended episodes; taken ones are replaced when
-                an episode closes. 0 makes and drops them on the caller's thread, inside
+                worker thread, which also renews (unnamed) or drops ended episodes' ones;
+                taken ones are replaced when an episode closes. 0: made and dropped inside
                 ``open_episode`` and ``close``.
 
         Raises:
