@@ -288,3 +288,18 @@ def test_an_account_whose_connection_died_unseen_is_dropped_not_renewed(mysql: M
         assert fresh.execute("SELECT COUNT(*) FROM t").rows == ((2,),)
     finally:
         fresh.close()
+
+
+def test_session_status_counters_start_again(mysql: MySQLBackend) -> None:
+    first = mysql.open_episode([T])
+    connection_id = first.connection_id
+    for _ in range(5):
+        first.execute("SELECT * FROM t")
+    first.close()
+    db = reopen(mysql, first, connection_id)
+    try:
+        # What the last episode did (how many queries, rows read) is not readable here.
+        status = dict(db.execute("SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Rows_read')").rows)
+        assert status == {"Com_select": "0", "Rows_read": "0"}
+    finally:
+        db.close()
