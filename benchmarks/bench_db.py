@@ -3,11 +3,13 @@
 One episode = create the episode database, load a table of ``--rows`` rows (AgentBench-
 sized: ~50), run one agent statement, compute the AgentBench table hash, drop everything.
 
-- ``mysql``: our backend, one MariaDB container reused across episodes (database + user
-  per episode, socket, SSL off), with its default warm spares: the next episodes' users, empty
-  databases and agent connections made ahead on a worker thread, ended episodes dropped there.
+- ``mysql``: our backend, one MariaDB container reused across episodes (a database and a
+  user per episode, socket, SSL off), with its default warm spares: episode accounts (user,
+  empty database, agent connection) kept ready by a worker thread, and an ended episode's
+  account renewed there for a later one (session reset, database dropped and created again).
 - ``mysql_named``: the same with a database name given per episode, as AgentBench's tasks do
-  (the spare's user and connection are used, the named database created on the spot).
+  (the spare's user and connection are used, the named database created on the spot; the
+  account is dropped after, not renewed).
 - ``mysql_no_spares``: the same backend with ``spares=0``: every account made and dropped
   inside the episode (the behaviour before issue 24).
 - ``sqlite``: the embedded backend (a private in-memory database per episode).

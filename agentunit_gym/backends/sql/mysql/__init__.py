@@ -12,10 +12,12 @@ One server per backend instance, reused across episodes:
 Each episode gets its own database, created from the task's tables and dropped after, and
 its own user that holds privileges on that database only; the agent's statements run on a
 connection of that user. The user, the empty database and the connection are made ahead by
-a worker thread (the warm spare), which also drops ended episodes. A statement time limit is enforced by the server
-(``max_statement_time`` on MariaDB, ``max_execution_time`` on MySQL, set before every
-statement so the agent cannot lift it), backed by ``KILL QUERY`` from a second admin
-connection shortly after the limit, and by a client read timeout after that.
+a worker thread (the warm spare), which also renews an ended episode's account for a later
+one (session reset, database dropped and created again) or drops it. A statement time limit
+is enforced by the server (``max_statement_time`` on MariaDB, ``max_execution_time`` on
+MySQL, set before a statement whenever the agent may have changed it), backed by ``KILL
+QUERY`` from a second admin connection shortly after the limit, and by a client read
+timeout after that.
 
 The modules, by concern:
 
@@ -24,8 +26,10 @@ The modules, by concern:
 - :mod:`.statement`: one statement under a time limit, and the ``KILL QUERY`` watchdog;
 - :mod:`.server`: the server's home, a container we start or a DSN;
 - :mod:`.episode`: one episode's database as the agent and the grader reach it;
-- :mod:`.spares`: episode accounts (user, database, connection) made ahead and dropped
-  behind by a worker thread, off the episode's critical path;
+- :mod:`.accounts`: an episode account (user, database, connection): made, renewed for
+  another episode, dropped;
+- :mod:`.spares`: episode accounts made ahead, renewed and dropped behind by a worker
+  thread, off the episode's critical path;
 - :mod:`.sessions`: the backend's own connections (grading, loading, hashing), each set up
   once; :mod:`.loading`: the batched SQL that creates and fills an episode database;
 - :mod:`.backend`: :class:`MySQLBackend`, which loads episodes' tables, hands out accounts,

@@ -3,8 +3,8 @@
 Each episode gets its own database, created from the task's tables and dropped after, and
 its own user that holds privileges on that database only; the agent's statements run on a
 connection of that user (:mod:`.episode`). The user, an empty database and the connection are
-made ahead, and ended episodes dropped behind, by a worker (:mod:`.spares`): an episode's
-critical path holds only what depends on its task.
+made ahead, and ended episodes renewed or dropped behind, by a worker (:mod:`.spares`): an
+episode's critical path holds only what depends on its task.
 """
 
 from __future__ import annotations
@@ -21,6 +21,15 @@ from agentunit_gym.backends.sql.hashing import (
     HASH_TIMEOUT_S,
     check_tables,
     quote_mysql_identifier,
+)
+from agentunit_gym.backends.sql.mysql.accounts import (
+    ADMIN_LOCK_WAIT_S,
+    Account,
+    agent_connection,
+    create_account,
+    drop_account,
+    undo_account,
+    unique_database_name,
 )
 from agentunit_gym.backends.sql.mysql.connection import (
     ER_DB_CREATE_EXISTS,
@@ -46,15 +55,7 @@ from agentunit_gym.backends.sql.mysql.loading import (
 )
 from agentunit_gym.backends.sql.mysql.server import ContainerServer, DsnServer, Server
 from agentunit_gym.backends.sql.mysql.sessions import AdminSessions, open_sessions
-from agentunit_gym.backends.sql.mysql.spares import (
-    ADMIN_LOCK_WAIT_S,
-    Account,
-    SparePool,
-    agent_connection,
-    create_account,
-    drop_account,
-    unique_database_name,
-)
+from agentunit_gym.backends.sql.mysql.spares import SparePool
 from agentunit_gym.backends.sql.mysql.statement import Killer, Session, run_statement
 from agentunit_gym.errors import (
     BackendError,
@@ -82,8 +83,8 @@ class MySQLBackend(SQLBackend):
         >>> backend.close()
 
     The backend is meant for one thread (one env); each episode's statements run one at a time.
-    A worker thread of its own makes the next episode's account ahead and drops ended ones
-    (``spares=0``: all of it on the caller's thread, as before).
+    A worker thread of its own makes the next episode's account ahead, renews or drops ended
+    ones (``spares=0``: accounts made and dropped on the caller's thread, none renewed).
     """
 
     kind = "mysql"
@@ -102,8 +103,8 @@ class MySQLBackend(SQLBackend):
             memory_limit: the container's memory limit.
             tmpfs_size: size of the container's tmpfs datadir.
             spares: episode accounts (user, empty database, connection) kept ready by a
-                worker thread, which also drops ended episodes; taken ones are replaced when
-                an episode closes. 0 makes and drops them on the caller's thread, inside
+                worker thread, which also renews (unnamed) or drops ended episodes' ones;
+                taken ones are replaced when an episode closes. 0: made and dropped inside
                 ``open_episode`` and ``close``.
 
         Raises:
@@ -152,7 +153,7 @@ class MySQLBackend(SQLBackend):
 
     def _start_pool(self) -> None:
         if self._spares:
-            self._pool = SparePool(self._params, self.dialect, self._spares, self._server.describe)
+            self._pool = SparePool(self._params, self.dialect, self._spares, self._server.describe, self.flavor)
 
     def _stop_pool(self) -> None:
         pool, self._pool = self._pool, None
@@ -323,8 +324,9 @@ class MySQLBackend(SQLBackend):
                 self._undo(account, name if created_db else None)
                 raise
             sessions.used_at = time.monotonic()
-            episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor), self._generation,
-                                   account.params)
+            episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor, account.limit),
+                                   self._generation, account.params)
+            episode.reusable = database is None  # the account's grant is on its own database's name
             self._episodes[name] = episode
             return episode
 
@@ -332,22 +334,12 @@ class MySQLBackend(SQLBackend):
         return self._pool.loading() if self._pool is not None else nullcontext()
 
     def _undo(self, account: Account | None, created: str | None) -> None:
-        """Best-effort cleanup of a half-created episode: its account (and the spare's own
-        database) and the database created for it."""
-        databases = [name for name in (account.database if account else None, created) if name is not None]
-        if account is not None:
-            close_quietly(account.conn)
-        if self._sessions is None:
-            logger.warning("could not clean up half-created episode databases %s: the connection was lost",
-                           ", ".join(databases))
-            return
-        try:
-            drop_account(self._sessions.loader, account.account if account else None, list(dict.fromkeys(databases)))
-        except load_pymysql().err.MySQLError:
-            logger.warning("could not clean up half-created episode databases %s", ", ".join(databases))
+        undo_account(self._sessions.loader if self._sessions is not None else None, account, created)
 
-    def drop_episode(self, episode: MySQLEpisode) -> None:
-        """Forget ``episode`` and drop its user and database (on the worker when there is one).
+    def drop_episode(self, episode: MySQLEpisode, conn: Any) -> None:
+        """Forget ``episode``; give its account and connection ``conn`` back to the worker to
+        renew (an unnamed database), or close ``conn`` and drop its user and database (on
+        the worker when there is one).
 
         Raises:
             BackendError: without a worker, the server refused the drop.
@@ -356,13 +348,20 @@ class MySQLBackend(SQLBackend):
         with self._lock:
             if self._episodes.get(episode.name) is episode:
                 del self._episodes[episode.name]
-            if episode._generation != self._generation:
-                return  # its server was replaced: nothing left to drop
+            current = episode._generation == self._generation  # else its server was replaced
+            if not (current and conn is not None and episode.reusable and self._pool is not None):
+                close_quietly(conn)
+            if not current:
+                return
             if self._admin_db == episode.name:
                 self._admin_db = None  # the admin's default database is about to go
             if self._pool is not None:
-                self._pool.drop_later(None, [episode.name], user=episode.user)
-                self._pool.refill()
+                self._pool.refill()  # first: the account given back is one more, renewed while two episodes run
+                if conn is not None and episode.reusable:
+                    self._pool.give_back(Account(episode.user, episode.params, episode.name, conn, 0.0,
+                                                 episode.last_timeout))
+                else:
+                    self._pool.drop_later(None, [episode.name], user=episode.user)
                 return
             if self._sessions is None:
                 logger.warning("could not drop episode database %r: the connection to %s was lost", episode.name,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentunit_gym.backends.sql.base import EpisodeDatabase, QueryResult
 from agentunit_gym.backends.sql.hashing import hash_from_result, mysql_table_hash_sql
+from agentunit_gym.backends.sql.mysql.accounts import restore_password_sql
 from agentunit_gym.backends.sql.mysql.connection import (
     ER_CONNECTION_KILLED,
     ConnectParams,
@@ -19,6 +21,10 @@ from agentunit_gym.backends.sql.mysql.connection import (
 from agentunit_gym.backends.sql.mysql.statement import KILL_GRACE_S, READ_GRACE_S, Killer, Session, run_statement
 from agentunit_gym.errors import BackendError, BackendTimeoutError, BackendUnavailableError, EpisodeStateError
 
+logger = logging.getLogger("agentunit_gym")
+
+ADMIN_TIMEOUT_S = 5.0
+"""Time limit of the admin statement that restores an account's password."""
 _KILL = re.compile(r"\bkill\b", re.IGNORECASE)
 """A statement that mentions KILL and loses its connection killed its own session."""
 _SERVER_STATUS_IN_TRANS = 1
@@ -47,8 +53,9 @@ class EpisodeHost(Protocol):
     def hash_run(self, episode: MySQLEpisode, sql: str) -> QueryResult:
         """The table hash query (qualified names) on the session set up for it."""
 
-    def drop_episode(self, episode: MySQLEpisode) -> None:
-        """Forget the episode and drop its user and database (now or on the background worker)."""
+    def drop_episode(self, episode: MySQLEpisode, conn: Any) -> None:
+        """Forget the episode; drop its user and database, or renew them for another episode
+        (now or on the background worker). ``conn`` is the agent's connection (None if lost)."""
 
 
 def needs_commit(conn: Any) -> bool:
@@ -70,7 +77,12 @@ class MySQLEpisode(EpisodeDatabase):
                  params: ConnectParams) -> None:
         self.name = name
         self.user = user
-        self._params = params
+        self.params = params
+        """How to log in as the episode's user."""
+        self.reusable = False
+        self.last_timeout: float | None = None
+        """The time limit of the agent's last statement (a renewed account's session gets it)."""
+        """Whether the account may serve another episode (its grant is on this database's name)."""
         self._backend = backend
         self._session: Session | None = session
         self._generation = generation
@@ -110,6 +122,7 @@ class MySQLEpisode(EpisodeDatabase):
             raise BackendError(f"episode database {self.name!r} lost its connection earlier ({self._lost}); "
                                "open a new episode (env.reset()) to continue")
         pymysql = load_pymysql()
+        self.last_timeout = timeout
         try:
             result = run_statement(self._session, sql, timeout, max_rows, self._backend.killer)
             if result.extra.get("errno") != ER_CONNECTION_KILLED and needs_commit(self._session.conn):
@@ -136,13 +149,30 @@ class MySQLEpisode(EpisodeDatabase):
             close_quietly(self._session.conn)
         self._session = None
         try:
-            self._session = Session(self._backend.agent_connection(self._params, self.name), self._backend.flavor)
+            self._session = Session(self._login(), self._backend.flavor)
         except BackendUnavailableError as again:
             self._lost = str(again)
             raise BackendError(f"episode {self.name!r} cannot reconnect after its connection was killed: "
                                f"{again}") from again
         return QueryResult(error=f"{error} (the statement ended this session's own connection; a new "
                                  "connection was opened: session variables and open transactions are gone)")
+
+    def _login(self) -> Any:
+        """A new connection as the episode's user. The agent may have set its own password
+        (``SET PASSWORD``, which any user may do to itself): then the login fails, the
+        admin gives the account its password back, and the login is tried once more.
+
+        Raises:
+            BackendUnavailableError: the login failed again.
+        """
+        try:
+            return self._backend.agent_connection(self.params, self.name)
+        except BackendUnavailableError:
+            restored = self._backend.admin_run(self, restore_password_sql(self.user, self.params.password),
+                                               ADMIN_TIMEOUT_S, 1)
+            if restored.error is not None:
+                logger.warning("could not restore the password of episode account %s: %s", self.user, restored.error)
+            return self._backend.agent_connection(self.params, self.name)
 
     def _lose(self, exc: BaseException, timeout: float) -> Exception:
         """Record a dropped agent connection and build the typed error to raise."""
@@ -196,11 +226,10 @@ class MySQLEpisode(EpisodeDatabase):
         return hash_from_result(self._backend.hash_run(self, sql), table, self.name)
 
     def close(self) -> None:
-        """Close the agent's connection, drop the episode's user and database. Idempotent."""
+        """Hand the agent's connection back to the backend, which closes it and drops the
+        episode's user and database, or renews them for a later episode. Idempotent."""
         if self._closed:
             return
         self._closed = True
         session, self._session = self._session, None
-        if session is not None:
-            close_quietly(session.conn)
-        self._backend.drop_episode(self)
+        self._backend.drop_episode(self, session.conn if session is not None else None)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from agentunit_gym.backends.sql.base import TableData
 from agentunit_gym.backends.sql.hashing import quote_mysql_identifier, table_statements
-from agentunit_gym.backends.sql.mysql.spares import grant_pattern
+from agentunit_gym.backends.sql.mysql.accounts import grant_pattern
 from agentunit_gym.errors import ConfigError
 
 BATCH_CHARS = 1_000_000

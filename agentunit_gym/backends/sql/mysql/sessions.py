@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentunit_gym.backends.sql.hashing import AGENTBENCH_GROUP_CONCAT_MAX_LEN, HASH_TIMEOUT_S
+from agentunit_gym.backends.sql.mysql.accounts import open_admin
 from agentunit_gym.backends.sql.mysql.connection import ConnectParams, close_quietly, load_pymysql
 from agentunit_gym.backends.sql.mysql.dialect import MYSQL8_SQL_MODE, Dialect, apply_dialect, pick_dialect
-from agentunit_gym.backends.sql.mysql.spares import open_admin
 
 PING_IDLE_S = 1.0
 """The sessions are pinged before use only after this long without a successful use."""

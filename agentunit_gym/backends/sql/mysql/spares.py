@@ -5,9 +5,12 @@ connection of that user set up as MySQL 8's sessions are: five round trips and a
 do not depend on the task. :class:`SparePool` makes them on a worker thread, with its own
 admin connection, while the env runs the current episode (as the local sandbox starts its
 warm spare), and drops ended episodes there too, the way the local sandbox deletes an old
-box's files in the background. Isolation is unchanged: a spare's user can reach only the
-spare's own database, and a database is dropped only after its user (and so the agent) can no
-longer reach it.
+box's files in the background. An ended episode of an unnamed database gives its account
+back (:meth:`SparePool.give_back`): the worker resets the session and empties the database
+(:mod:`.accounts`), so back-to-back episodes make no user, grant or login at all. Isolation is
+unchanged: a spare's user can reach only the spare's own database, and a database is dropped
+only after its user (and so the agent) can no longer reach it, or, renewed, after the
+session that used it was reset.
 
 Every wait has a deadline: taking a spare waits at most :data:`SPARE_WAIT_S` (then the
 backend makes the account itself), closing at most :data:`CLOSE_WAIT_S` for the worker.
@@ -16,30 +19,31 @@ backend makes the account itself), closing at most :data:`CLOSE_WAIT_S` for the 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from agentunit_gym.backends.sql.hashing import quote_mysql_identifier
+from agentunit_gym.backends.sql.mysql.accounts import (
+    Account,
+    create_account,
+    drop_accounts,
+    open_admin,
+    renew_account,
+    unique_database_name,
+)
 from agentunit_gym.backends.sql.mysql.connection import (
-    ER_DB_CREATE_EXISTS,
     ConnectParams,
     close_quietly,
-    connect,
-    error_code,
     is_connection_error,
     load_pymysql,
-    run_batch,
 )
 from agentunit_gym.backends.sql.mysql.dialect import Dialect
+from agentunit_gym.backends.sql.mysql.statement import limit_statement
 from agentunit_gym.errors import BackendUnavailableError
 
 logger = logging.getLogger("agentunit_gym")
@@ -48,8 +52,6 @@ SPARE_WAIT_S = 10.0
 """Longest wait for a spare still being made; past it the backend makes the account itself."""
 CLOSE_WAIT_S = 30.0
 """Longest wait, on close, for the worker's queued drops and spares."""
-ADMIN_LOCK_WAIT_S = 5
-"""Seconds an admin session waits for a lock the agent holds before its statement fails."""
 QUIET_WAIT_S = 0.25
 """Longest the worker holds a drop back while the caller loads an episode's tables."""
 DROP_BATCH = 8
@@ -61,121 +63,6 @@ FRESH_S = 30.0
 _T = TypeVar("_T")
 
 
-def grant_pattern(database: str) -> str:
-    r"""The database name as a GRANT pattern: ``_`` and ``%`` are wildcards there, so a
-    grant on ``ep_1`` would also cover ``epX1``; escape them (and the escape character)."""
-    return database.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")
-
-
-def unique_database_name() -> str:
-    return f"agentunit_ep_{uuid.uuid4().hex[:12]}"
-
-
-def open_admin(params: ConnectParams, *, multi_statements: bool = False) -> Any:
-    """An admin connection whose statements fail fast on a lock the agent holds.
-
-    Raises:
-        BackendUnavailableError: the server cannot be reached.
-    """
-    conn = connect(params, read_timeout=120.0, multi_statements=multi_statements)
-    try:
-        with conn.cursor() as cur:
-            # If the agent holds a lock (LOCK TABLES, an open transaction), grading and
-            # dropping must not wait a day for it (the defaults): fail fast instead.
-            cur.execute(f"SET SESSION lock_wait_timeout = {ADMIN_LOCK_WAIT_S}, "
-                        f"innodb_lock_wait_timeout = {ADMIN_LOCK_WAIT_S}")
-    except load_pymysql().err.MySQLError as exc:
-        close_quietly(conn)
-        raise BackendUnavailableError(f"setting up the admin session failed: {exc}") from exc
-    return conn
-
-
-@dataclass
-class Account:
-    """An episode's user, the database it may reach and its connection to it."""
-
-    account: str
-    """The quoted account, ``'au_...'@'localhost'``."""
-    params: ConnectParams
-    """How to log in again as this user (after the agent killed its own connection)."""
-    database: str
-    """The one database the user holds privileges on (a spare's own unique one until renamed)."""
-    conn: Any
-    made_at: float
-
-
-def create_account(admin: Any, params: ConnectParams, dialect: Dialect, database: str, *,
-                   create_database: bool) -> Account:
-    """A new user with every privilege on ``database`` only, and its connection into it.
-
-    Args:
-        admin: the admin connection to create them on (of the calling thread, with
-            ``multi_statements``: one round trip for the three statements).
-        params: the admin's connect parameters (host or socket; user and password replaced).
-        dialect: the session settings for the user's connection.
-        database: the database; created here (empty) when ``create_database``.
-        create_database: False when the caller created it already.
-
-    Raises:
-        pymysql.err.MySQLError: a statement failed; nothing is left behind.
-        BackendUnavailableError: the user's login failed; nothing is left behind.
-    """
-    user = f"au_{uuid.uuid4().hex[:16]}"
-    password = secrets.token_hex(16)
-    account = f"'{user}'@'{params.account_host}'"
-    statements = [f"CREATE DATABASE {quote_mysql_identifier(database)} {dialect.database_options}"] \
-        if create_database else []
-    # Inlined, not a %s parameter: the account's host may be '%', which pymysql's formatting
-    # would read as a placeholder. The password is hex.
-    statements += [f"CREATE USER {account} IDENTIFIED BY '{password}'",
-                   f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(database))}.* TO {account}"]
-    try:
-        run_batch(admin, statements)
-        user_params = replace(params, user=user, password=password)
-        conn = agent_connection(user_params, database, dialect)
-    except BaseException as exc:
-        # Both IF EXISTS: whatever the batch got to. A database that already existed is not ours.
-        existed = isinstance(exc, load_pymysql().err.MySQLError) and error_code(exc) == ER_DB_CREATE_EXISTS
-        try:
-            drop_account(admin, account, [database] if create_database and not existed else [])
-        except load_pymysql().err.MySQLError:
-            logger.warning("could not clean up the half-created episode account %s (database %r)", account, database)
-        raise
-    return Account(account, user_params, database, conn, time.monotonic())
-
-
-def agent_connection(params: ConnectParams, database: str, dialect: Dialect) -> Any:
-    """A connection for an episode's user, set up as MySQL 8's sessions are (:class:`Dialect`).
-
-    Raises:
-        BackendUnavailableError: the login failed, or the server refused the settings.
-    """
-    # The collation rides on the SET NAMES pymysql sends anyway, the rest on its init command
-    # unless the server's defaults already are the dialect's: one or two round trips after
-    # the login instead of four.
-    return connect(params, database=database, collation=dialect.collation, init_command=dialect.connect_init_command)
-
-
-def drop_account(admin: Any, account: str | None, databases: Iterable[str]) -> None:
-    """Drop the user first (once it is gone nobody but us reaches the databases), then them,
-    in one round trip on the ``multi_statements`` connection ``admin``.
-
-    Raises:
-        pymysql.err.MySQLError: a statement failed.
-    """
-    drop_accounts(admin, [account] if account is not None else [], databases)
-
-
-def drop_accounts(admin: Any, accounts: Sequence[str], databases: Iterable[str]) -> None:
-    """:func:`drop_account` for several accounts at once (one ``DROP USER`` for them all).
-
-    Raises:
-        pymysql.err.MySQLError: a statement failed.
-    """
-    statements = [f"DROP USER IF EXISTS {', '.join(accounts)}"] if accounts else []
-    run_batch(admin, statements + [f"DROP DATABASE IF EXISTS {quote_mysql_identifier(d)}" for d in databases])
-
-
 class SparePool:
     """Makes episode accounts ahead and drops ended ones, on one worker thread.
 
@@ -185,10 +72,13 @@ class SparePool:
         size: how many spares to keep ready (at least 1); taken ones are replaced when an
             episode ends (:meth:`refill`), or at once when none is left.
         describe: the server's description, for log messages.
+        flavor: ``"mariadb"`` or ``"mysql"`` (how a statement time limit is set).
     """
 
-    def __init__(self, params: ConnectParams, dialect: Dialect, size: int, describe: Callable[[], str]) -> None:
+    def __init__(self, params: ConnectParams, dialect: Dialect, size: int, describe: Callable[[], str],
+                 flavor: str = "mariadb") -> None:
         self._params = params
+        self._flavor = flavor
         self._dialect = dialect
         self._size = max(1, size)
         self._describe = describe
@@ -249,6 +139,27 @@ class SparePool:
             full = len(self._backlog) >= DROP_BATCH
         if full:
             self._flush()
+
+    def give_back(self, account: Account) -> None:
+        """Take back an ended episode's account, whose grant binds it to its own database:
+        the worker resets its session and empties its database (:func:`.accounts.renew_account`),
+        and it is a spare again (one more than the pool's size at most, so that a pool of one
+        reuses too; past that it is dropped). If renewing fails, the worker drops it and makes
+        a new account in its place."""
+        with self._lock:
+            keep = not self._closed and len(self._ready) <= self._size
+            if keep:
+                try:
+                    future = self._worker.submit(self._renew, account)
+                except RuntimeError:  # the worker was shut down
+                    keep = False
+                else:
+                    self._pending.add(future)
+                    self._ready.append(future)
+        if not keep:
+            self.drop_later(account, [account.database])
+            return
+        future.add_done_callback(self._done)
 
     def _flush(self) -> None:
         """Hand the backlog of drops to the worker, as one batch."""
@@ -422,6 +333,18 @@ class SparePool:
     def _make(self) -> Account:
         return self._with_admin(lambda admin: create_account(admin, self._params, self._dialect,
                                                              unique_database_name(), create_database=True))
+
+    def _renew(self, account: Account) -> Account:
+        pymysql = load_pymysql()
+        try:
+            limit = limit_statement(self._flavor, account.limit) if account.limit is not None else None
+            return self._with_admin(lambda admin: renew_account(admin, account, self._dialect, limit),
+                                    hold_back=True)
+        except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
+            logger.debug("could not renew episode account %s (%s); making a new one", account.account, exc)
+        close_quietly(account.conn)
+        self._drop([account.account], [account.database])
+        return self._make()
 
     def _drop(self, accounts: list[str], databases: list[str]) -> None:
         try:

@@ -1,13 +1,15 @@
 """One statement under a time limit: the server's own limit, a ``KILL QUERY`` watchdog, a read deadline.
 
 A statement time limit is enforced by the server (``max_statement_time`` on MariaDB,
-``max_execution_time`` on MySQL, set before every statement so the agent cannot lift it),
+``max_execution_time`` on MySQL, set before every statement so the agent cannot lift it,
+unless only plain queries and data changes ran on the session since it was set),
 backed by ``KILL QUERY`` from a second admin connection shortly after the limit, and by a
 client read timeout after that.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -37,13 +39,28 @@ FIRE_WAIT_S = 10.0
 """Longest wait for a ``KILL QUERY`` being sent (its own connect and read timeouts bound it)."""
 
 
+KEEPS_LIMIT = re.compile(r"\s*(?:select|insert|update|delete|replace|show|describe|desc|explain)\b", re.IGNORECASE)
+"""Statements that cannot change a session variable, as long as the database holds no routine
+or trigger of the agent's (which only a statement of another kind can create)."""
+
+
+def limit_statement(flavor: str, timeout: float) -> str:
+    """The ``SET`` of a session's statement time limit."""
+    return (f"SET SESSION max_statement_time = {timeout:.3f}" if flavor == "mariadb"
+            else f"SET SESSION max_execution_time = {max(1, int(timeout * 1000))}")
+
+
 class Session:
     """A connection plus the bookkeeping to run one statement on it with a time limit."""
 
-    def __init__(self, conn: Any, flavor: str) -> None:
+    def __init__(self, conn: Any, flavor: str, limit: float | None = None) -> None:
         self.conn = conn
         self.flavor = flavor
         self.thread_id: int = conn.thread_id()
+        self.limit = limit
+        """The time limit known to be set on the session; None: unknown, set it first."""
+        self.plain = True
+        """Whether only :data:`KEEPS_LIMIT` statements ran (none could have changed the limit)."""
 
 
 def run_statement(session: Session, sql: str, timeout: float, max_rows: int,
@@ -61,12 +78,17 @@ def run_statement(session: Session, sql: str, timeout: float, max_rows: int,
     check_limits(timeout, max_rows)
     pymysql = load_pymysql()
     conn = session.conn
-    # Set before every statement: the agent may have changed its session's limit.
-    limit = (f"SET SESSION max_statement_time = {timeout:.3f}" if session.flavor == "mariadb"
-             else f"SET SESSION max_execution_time = {max(1, int(timeout * 1000))}")
-    if set_limit:
+    # Set before every statement unless it is known to hold: the agent may have changed its
+    # session's limit with any statement that is not a plain query or data change.
+    if not KEEPS_LIMIT.match(sql):
+        session.plain = False
+    if set_limit and (settings or session.limit != timeout):
+        limit = limit_statement(session.flavor, timeout)
         with conn.cursor() as cur:
             cur.execute(f"{limit}, {settings}" if settings else limit)
+        session.limit = timeout
+    if not session.plain:
+        session.limit = None  # this statement may change it: set it again before the next
     # pymysql reads the timeout attribute before each socket read, so it can change per call.
     conn._read_timeout = timeout + KILL_GRACE_S + READ_GRACE_S
     watchdog = killer.arm(session.thread_id, timeout + KILL_GRACE_S)
