@@ -181,6 +181,9 @@ class ModelClient:
             body["top_p"] = self.config.top_p
         if tools:
             body["tools"] = list(tools)
+            # OpenAI's default with tools, said explicitly: some servers (llama-cpp-python's
+            # chatml-function-calling) ignore the tools unless a tool_choice is given.
+            body["tool_choice"] = "auto"
         if not self._key:
             body["extra_headers"] = {"Authorization": _openai().Omit()}
         body.update(extra)

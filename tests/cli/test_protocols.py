@@ -102,6 +102,7 @@ def test_agentbench_fc_answers_a_reply_without_a_tool_call_and_goes_on(tmp_path:
     assert done.returncode == 0, done.stderr
     (record,) = read_records(out / "episodes.jsonl")
     assert record.finish_reason == "complete" and record.steps == 2  # not ended as IF by the terminate policy
+    assert server.requests[0]["tool_choice"] == "auto"  # said explicitly: some servers ignore tools without it
     task = server.requests[0]["messages"][1]["content"]
     assert "Action:" not in task and "```sql" not in task and "Final Answer" not in task  # no text grammar
     system = server.requests[0]["messages"][0]["content"]
