@@ -17,7 +17,7 @@ from agentunit_gym.eval.fake_server import FakeChatServer
 from agentunit_gym.eval.judge import JudgeConfig, judge_run, load_criteria_file, parse_judge_spec
 from agentunit_gym.eval.judge.apply import judge_and_report
 from agentunit_gym.eval.judge.criteria import bundled_criteria
-from agentunit_gym.eval.judge.prompts import parse_judgement, transcript
+from agentunit_gym.eval.judge.prompts import CRITERIA_SCHEMA, parse_judgement, transcript
 from agentunit_gym.eval.judge.run import read_criteria, read_judged
 from agentunit_gym.eval.model_client import OpenAIConfig
 from tests.eval.judgekit import ScriptedJudge, write_run
@@ -270,9 +270,12 @@ def test_a_server_that_refuses_response_format_gets_plain_requests(tmp_path: Pat
                           concurrency=1)
         outcome = asyncio.run(judge_run(tmp_path, cfg))
     assert (outcome.judged, outcome.unjudged, outcome.reply_format) == (3, 0, "plain")
-    # One refusal (a 400 naming response_format, never retried), then every request without it.
-    assert server.statuses.count(400) == 1 and server.statuses[0] == 400
-    assert all("response_format" not in body for body in server.requests[1:])
+    # OpenAI's json_schema form refused (a 400 naming response_format, never retried), then
+    # llama-cpp-python's json_object form, then every request without response_format.
+    assert server.statuses[:2] == [400, 400] and server.statuses.count(400) == 2
+    assert server.requests[0]["response_format"]["type"] == "json_schema"
+    assert server.requests[1]["response_format"] == {"type": "json_object", "schema": CRITERIA_SCHEMA}
+    assert all("response_format" not in body for body in server.requests[2:])
     assert read_criteria(tmp_path)["reply_format"] == "plain"  # type: ignore[index]
 
 

@@ -36,41 +36,57 @@ def add_usage(total: Usage, usage: Usage) -> Usage:
                  cost=plus(total.cost, usage.cost), latency_s=plus(total.latency_s, usage.latency_s))
 
 
-_RESPONSE_FORMAT_WORDS = re.compile(r"response_format|json_schema|structured output|guided_json", re.IGNORECASE)
-"""Words of a 400 that refuses the ``response_format`` parameter (OpenAI: "Invalid parameter:
+_RESPONSE_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output|guided_json",
+                                    re.IGNORECASE)
+"""Words of a 400 or 422 that refuses the ``response_format`` parameter (OpenAI: "Invalid parameter:
 'response_format' of type 'json_schema' is not supported with this model"; others: "Unrecognized
-request argument supplied: response_format")."""
+request argument supplied: response_format"; llama-cpp-python's server validates the field and
+answers 422 naming ``response_format``)."""
+
+REPLY_FORMATS: tuple[str, ...] = ("json_schema", "json_object", "plain")
+"""How the judge asks for its answers, tried in this order until the server takes one:
+OpenAI's ``{"type": "json_schema", "json_schema": {"name", "schema"}}`` (OpenAI, vLLM, SGLang,
+llama.cpp's own server); ``{"type": "json_object", "schema": ...}``, the form llama-cpp-python's
+server turns into a grammar; no ``response_format`` at all (the prompt alone asks for JSON)."""
 
 
 def rejects_response_format(exc: ModelAPIError) -> bool:
     """Whether a refusal is about ``response_format`` (a 400 or 422 naming it): the server
-    has no structured output, and the judge asks again in plain text."""
+    does not take this form, and the judge asks again in the next of :data:`REPLY_FORMATS`."""
     return exc.status in (400, 422) and bool(_RESPONSE_FORMAT_WORDS.search(str(exc)))
+
+
+def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``response_format`` request field of one of :data:`REPLY_FORMATS` (None for ``plain``)."""
+    if reply_format == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    if reply_format == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
 
 
 class Judge:
     """The critic, the quantifier and the verifier over one model client.
 
-    Every call asks for JSON by schema (``response_format`` of type ``json_schema``); when the
-    server refuses the parameter (:func:`rejects_response_format`) the call is sent again
-    without it, and so is every later call of this judge (:attr:`structured` becomes False).
-    The reply is read by the same strict parser either way.
+    Every call asks for JSON by schema, in the first of :data:`REPLY_FORMATS` the server takes:
+    a call the server refuses for its ``response_format`` (:func:`rejects_response_format`) is
+    sent again in the next form, and every later call of this judge starts there
+    (:attr:`reply_format`). The reply is read by the same strict parser whatever the form.
     """
 
     def __init__(self, config: JudgeConfig) -> None:
         self.config = config
         self.client = ModelClient(config.model)
         self.usage = Usage()
-        self.structured: bool | None = None
-        """True once the server answered a ``response_format`` request, False once it refused one."""
+        self._format = 0  # index into REPLY_FORMATS: the first form not refused so far
+        self._answered = False
         # Every judge call (critic, verifier, quantifier) takes a slot: at most ``concurrency`` in flight.
         self._slots = asyncio.Semaphore(config.concurrency)
 
     @property
     def reply_format(self) -> str:
-        """``json_schema`` (the server took ``response_format``), ``plain`` (it refused it) or
-        ``unknown`` (no call made yet)."""
-        return {True: "json_schema", False: "plain", None: "unknown"}[self.structured]
+        """The form the server took (one of :data:`REPLY_FORMATS`), ``unknown`` before any answer."""
+        return REPLY_FORMATS[self._format] if self._answered else "unknown"
 
     async def ask(self, messages: list[dict[str, Any]], schema: tuple[str, dict[str, Any]] | None = None,
                   ) -> tuple[str, Usage]:
@@ -93,18 +109,21 @@ class Judge:
         return completion.text, completion.usage
 
     async def _complete(self, messages: list[dict[str, Any]], schema: tuple[str, dict[str, Any]] | None) -> Any:
-        if schema is None or self.structured is False:
+        if schema is None:
             return await self.client.complete(messages)
-        response_format = {"type": "json_schema", "json_schema": {"name": schema[0], "schema": schema[1]}}
-        try:
-            completion = await self.client.complete(messages, response_format=response_format)
-        except ModelAPIError as exc:
-            if not rejects_response_format(exc):
-                raise
-            self.structured = False
-            return await self.client.complete(messages)
-        self.structured = True
-        return completion
+        while True:
+            index = self._format
+            field = response_format(REPLY_FORMATS[index], *schema)
+            try:
+                completion = (await self.client.complete(messages, response_format=field) if field is not None
+                              else await self.client.complete(messages))
+            except ModelAPIError as exc:
+                if field is None or not rejects_response_format(exc):
+                    raise
+                self._format = max(self._format, index + 1)  # concurrent calls may have moved on already
+                continue
+            self._answered = True
+            return completion
 
     async def quantify(self, trace: EpisodeTrace, criteria: tuple[Criterion, ...]) -> Judgement:
         """Score one episode (raises as :meth:`ask`, and :class:`JudgeAnswerError` on a malformed
@@ -207,4 +226,4 @@ def _domain_text(domain: str) -> str:
 
 
 
-__all__ = ["Judge", "add_usage", "rejects_response_format"]
+__all__ = ["REPLY_FORMATS", "Judge", "add_usage", "rejects_response_format", "response_format"]
