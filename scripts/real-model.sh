@@ -127,7 +127,7 @@ serve() {
   exec "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias smollm2-135m \
     --host 127.0.0.1 --port "$port" --n_ctx "$N_CTX" --n_threads 2 --n_batch 512 \
     --chat_format chatml-function-calling \
-    --cache true --cache_type ram --cache_size "$CACHE_BYTES"
+    --cache true --cache_type ram --cache_size "$CACHE_BYTES" --verbose false
 }
 
 SERVER_PID=""

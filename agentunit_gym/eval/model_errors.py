@@ -111,5 +111,21 @@ def error_fields(body: str) -> tuple[str, set[str]]:
     return (str(message) if message is not None else body.strip()), codes
 
 
+_VALIDATION_ERROR = re.compile(r"validation error.*\(\s*'body'", re.IGNORECASE | re.DOTALL)
+
+
+def is_request_validation_error(status: int, body: str) -> bool:
+    """Whether a 500 is the server's report that the request itself did not validate.
+
+    llama-cpp-python's server answers a request field it does not take (an OpenAI
+    ``response_format`` of type ``json_schema``) with a 500 whose message is FastAPI's
+    validation error (``1 validation error: {... 'loc': ('body', 'response_format', 'type') ...}``).
+    That is the client's request at fault, not a server failure: sending it again cannot help,
+    so it is not retried (the caller sees a :class:`ModelAPIError` with status 500).
+    """
+    return status == 500 and bool(_VALIDATION_ERROR.search(error_fields(body)[0]))
+
+
 __all__ = ["CONTEXT_LIMIT_CODES", "CONTEXT_LIMIT_PATTERNS", "CONTEXT_LIMIT_STATUSES", "RETRYABLE_STATUSES",
-           "EndpointUnavailableError", "ModelAPIError", "context_limit_message", "error_fields"]
+           "EndpointUnavailableError", "ModelAPIError", "context_limit_message", "error_fields",
+           "is_request_validation_error"]

@@ -3,8 +3,10 @@
 One :class:`RetryPolicy` per turn decides, for both of
 :class:`~agentunit_gym.eval.model_client.ModelClient`'s paths:
 
-- what is retried: 408, 409, 429, every 5xx, refused connections, timeouts and 200s whose
-  body is not a completion (:func:`classify_failure`); a context overflow raises
+- what is retried: 408, 409, 429, every 5xx (but a 500 that reports a validation error of
+  the request, as llama-cpp-python's server does for a field it does not take: retrying the
+  same request cannot help), refused connections, timeouts and 200s whose body is not a
+  completion (:func:`classify_failure`); a context overflow raises
   :class:`~agentunit_gym.errors.AgentContextLimitError` and any other 4xx
   :class:`~agentunit_gym.eval.model_errors.ModelAPIError` at once;
 - how long to wait: a 429's ``Retry-After`` pauses the endpoint's shared
@@ -47,6 +49,7 @@ from agentunit_gym.eval.model_errors import (
     EndpointUnavailableError,
     ModelAPIError,
     context_limit_message,
+    is_request_validation_error,
 )
 from agentunit_gym.eval.ratelimit import RateGate
 
@@ -87,7 +90,7 @@ def classify_failure(exc: BaseException, config: OpenAIConfig, openai: Any) -> R
     if isinstance(exc, openai.APIStatusError):
         status = int(exc.status_code)
         text = response_text(exc)
-        if status not in RETRYABLE_STATUSES and status < 500:
+        if (status not in RETRYABLE_STATUSES and status < 500) or is_request_validation_error(status, text):
             overflow = context_limit_message(status, text)
             if overflow is not None:
                 raise AgentContextLimitError(config.model, overflow, status) from exc

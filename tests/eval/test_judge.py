@@ -265,7 +265,7 @@ def test_answers_are_asked_for_by_json_schema(tmp_path: Path) -> None:
 
 def test_a_server_that_refuses_response_format_gets_plain_requests(tmp_path: Path) -> None:
     write_run(tmp_path, THREE)
-    with FakeChatServer(ScriptedJudge(), refuse_response_format=True) as server:
+    with FakeChatServer(ScriptedJudge(), refuse_response_format=400) as server:
         cfg = JudgeConfig(OpenAIConfig(model="judge-m", base_url=server.base_url, backoff_s=0.01), repeats=2,
                           concurrency=1)
         outcome = asyncio.run(judge_run(tmp_path, cfg))
@@ -307,3 +307,15 @@ def test_judge_exits_4_when_nothing_could_be_judged(tmp_path: Path, capsys: pyte
         server.responder = ScriptedJudge()
         assert main(["judge", str(tmp_path), "--judge", "openai:judge-m", "--base-url", server.base_url,
                      "--criteria", "bundled", "--judge-repeats", "1", "--quiet"]) == 0
+
+
+def test_llama_cpp_pythons_500_for_json_schema_is_not_retried_and_moves_to_json_object(tmp_path: Path) -> None:
+    write_run(tmp_path, THREE)
+    with FakeChatServer(ScriptedJudge(), refuse_response_format=500) as server:
+        cfg = JudgeConfig(OpenAIConfig(model="judge-m", base_url=server.base_url, backoff_s=0.01), repeats=2,
+                          concurrency=1)
+        # The server's 500 for json_schema is a request validation error: not retried, and
+        # json_object is refused alike here, so the judge ends up asking in plain text.
+        outcome = asyncio.run(judge_run(tmp_path, cfg))
+    assert (outcome.judged, outcome.reply_format) == (3, "plain")
+    assert server.statuses[:2] == [500, 500] and server.statuses.count(500) == 2

@@ -113,3 +113,18 @@ def test_a_status_retrying_cannot_fix_is_raised_at_once(call: Call) -> None:
             call(client)
         assert not isinstance(caught.value, EndpointUnavailableError) and caught.value.status == 404
         assert server.statuses == [404]
+
+
+@PATHS
+def test_a_500_reporting_a_request_validation_error_is_not_retried(call: Call) -> None:
+    """llama-cpp-python's server answers a request field it does not take with a 500 whose
+    message is a validation error of the body: sending it again cannot help."""
+    with FakeChatServer(_ok, refuse_response_format=500) as server:
+        client = ModelClient(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01))
+        send = (lambda: client.complete_sync(MESSAGES, response_format={"type": "json_schema"})) if call is _sync \
+            else (lambda: asyncio.run(client.complete(MESSAGES, response_format={"type": "json_schema"})))
+        with pytest.raises(ModelAPIError, match="validation error") as caught:
+            send()
+        assert caught.value.status == 500 and not isinstance(caught.value, EndpointUnavailableError)
+        assert server.statuses == [500]
+        assert call(client).text == "ok"  # without the field, the same server answers

@@ -41,7 +41,7 @@ _RESPONSE_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|st
 """Words of a 400 or 422 that refuses the ``response_format`` parameter (OpenAI: "Invalid parameter:
 'response_format' of type 'json_schema' is not supported with this model"; others: "Unrecognized
 request argument supplied: response_format"; llama-cpp-python's server validates the field and
-answers 422 naming ``response_format``)."""
+answers a 500 with the validation error naming ``response_format``)."""
 
 REPLY_FORMATS: tuple[str, ...] = ("json_schema", "json_object", "plain")
 """How the judge asks for its answers, tried in this order until the server takes one:
@@ -51,9 +51,10 @@ server turns into a grammar; no ``response_format`` at all (the prompt alone ask
 
 
 def rejects_response_format(exc: ModelAPIError) -> bool:
-    """Whether a refusal is about ``response_format`` (a 400 or 422 naming it): the server
+    """Whether a refusal is about ``response_format`` (a 400 or 422 naming it, or the 500 with
+    which llama-cpp-python's server reports a request field that does not validate): the server
     does not take this form, and the judge asks again in the next of :data:`REPLY_FORMATS`."""
-    return exc.status in (400, 422) and bool(_RESPONSE_FORMAT_WORDS.search(str(exc)))
+    return exc.status in (400, 422, 500) and bool(_RESPONSE_FORMAT_WORDS.search(str(exc)))
 
 
 def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
