@@ -21,8 +21,8 @@
 #                                              (default runs/real-model); server stopped on exit
 #
 # Every wait has a deadline; the server is stopped on exit (trap). Memory is bounded: a
-# small context (REAL_MODEL_N_CTX, 4096), a RAM prompt cache of at most 256 MiB
-# (--cache_size; unbounded, it once grew to 21 GB).
+# small context (REAL_MODEL_N_CTX, 4096), a RAM prompt cache of at most 256 MiB per model
+# (cache_size; unbounded, it once grew to 21 GB). The model answers to two names (`serve`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -117,17 +117,29 @@ free_port() {
   "$BASE_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# The server's command line: the one place it is written (the real_model tests run `serve`).
-# chatml-function-calling: SmolLM2's template is ChatML; this format adds llama-cpp-python's
-# function calling (the model's call constrained by a grammar) and is plain ChatML without tools.
+# The server's configuration: the one place it is written (the real_model tests run `serve`).
+# Two names for the one model file (the server keeps one loaded and swaps on a request for the
+# other, in a second or two):
+#   smollm2-135m     SmolLM2's own chat template (ChatML, from the GGUF): the text protocols
+#                    and the judge;
+#   smollm2-135m-fc  llama-cpp-python's chatml-function-calling format: function calling
+#                    (--protocol agentbench-fc). Its template HTML-escapes message text (the
+#                    model reads &#39; for ' and &lt; for <), so the text protocols do not use it.
 serve() {
   local port=${1:-8080}
-  local model
+  local model config
   model=$(model_path)
-  exec "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias smollm2-135m \
-    --host 127.0.0.1 --port "$port" --n_ctx "$N_CTX" --n_threads 2 --n_batch 512 \
-    --chat_format chatml-function-calling \
-    --cache true --cache_type ram --cache_size "$CACHE_BYTES" --verbose false
+  config=$(mktemp "${TMPDIR:-/tmp}/real-model-server.XXXXXX.json")
+  "$BASE_PYTHON" - "$model" "$port" "$N_CTX" "$CACHE_BYTES" >"$config" <<'PY'
+import json, sys
+model, port, n_ctx, cache = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+common = {"model": model, "n_ctx": n_ctx, "n_threads": 2, "n_batch": 512, "verbose": False,
+          "cache": True, "cache_type": "ram", "cache_size": cache}
+print(json.dumps({"host": "127.0.0.1", "port": port, "models": [
+    {**common, "model_alias": "smollm2-135m"},
+    {**common, "model_alias": "smollm2-135m-fc", "chat_format": "chatml-function-calling"}]}))
+PY
+  exec "$VENV/bin/python" -m llama_cpp.server --config_file "$config"
 }
 
 SERVER_PID=""
@@ -170,7 +182,7 @@ project_python() {
 }
 
 BASELINE_ENVS=(--env OS-v0 --env DB-v0 --env KG-v0 --env WebShop-v0 --backend local --backend sqlite)
-BASELINE_SETTINGS=(--agent openai:smollm2-135m --max-tokens 256 --concurrency 2 --seed 0)
+BASELINE_SETTINGS=(--max-tokens 256 --concurrency 2 --seed 0 --request-timeout 1200 --turn-deadline 3600)
 
 baselines() {
   local out=${1:-runs/real-model}
@@ -193,9 +205,12 @@ baselines() {
   local url
   url=$(cat "$out/proxy.url")
   for protocol in agentunit agentbench agentbench-fc; do
-    log "eval, protocol $protocol, $n tasks per domain"
+    local model=smollm2-135m
+    [ "$protocol" = agentbench-fc ] && model=smollm2-135m-fc
+    log "eval, protocol $protocol, $n tasks per domain ($model)"
     timeout "${REAL_MODEL_EVAL_DEADLINE:-3600}" "$py" -m agentunit_gym eval "${BASELINE_ENVS[@]}" -n "$n" \
-      "${BASELINE_SETTINGS[@]}" --base-url "$url" --protocol "$protocol" --output "$out/$protocol" --quiet
+      --agent "openai:$model" "${BASELINE_SETTINGS[@]}" --base-url "$url" --protocol "$protocol" \
+      --output "$out/$protocol" --quiet
   done
   log "judge (bundled criteria) of the agentunit run"
   local code=0

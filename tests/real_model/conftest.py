@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "real-model.sh"
 READY_DEADLINE_S = 180.0
 MODEL = "smollm2-135m"
-"""The model alias the server answers to."""
+"""The model under its own chat template (ChatML): the text protocols and the judge."""
+FC_MODEL = "smollm2-135m-fc"
+"""The same model under llama-cpp-python's chatml-function-calling format (scripts/real-model.sh)."""
 
 
 @dataclass

@@ -19,14 +19,18 @@ from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.eval.records import EpisodeRecord, iter_records
 from tests.cli.clitools import cli
-from tests.real_model.conftest import MODEL, RealModel
+from tests.real_model.conftest import FC_MODEL, MODEL, RealModel
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(3000)]
 
 ENVS = ("--env", "OS-v0", "--env", "DB-v0", "--env", "KG-v0", "--env", "WebShop-v0",
         "--backend", "local", "--backend", "sqlite")
-SETTINGS = ("--agent", f"openai:{MODEL}", "-n", "1", "--max-tokens", "128", "--max-steps", "4", "--seed", "0",
-            "--full-text", "--quiet")
+SETTINGS = ("-n", "1", "--max-tokens", "64", "--max-steps", "3", "--seed", "0",
+            "--request-timeout", "1200", "--turn-deadline", "3600", "--full-text", "--quiet")
+"""One task per domain, at most 3 turns of at most 64 tokens: the harness is under test, not the
+model, and a 2-core CI machine serves ~10-30 tokens a second (far fewer under load). The
+request timeout is long because the server answers one request at a time: a request waits
+behind the others in flight, and a timeout would only queue it again (docs/agents.md)."""
 DOMAINS = {"os", "db", "kg", "webshop"}
 TEXT_GRAMMAR_MARKERS = ("Act:", "Action:", "Thought:", "Final Answer:", "```sql", "search[", "click[")
 MODEL_STOP_REASONS = {"stop", "length", "tool_calls"}
@@ -42,10 +46,10 @@ class Run:
     units: list[tuple[EpisodeRecord, EpisodeTrace | None]]
 
 
-def _eval(real_model: RealModel, out: Path, *extra: str) -> Run:
+def _eval(real_model: RealModel, out: Path, model: str, *extra: str) -> Run:
     start = len(real_model.proxy.exchanges)
-    done = cli("eval", *ENVS, *SETTINGS, "--base-url", real_model.base_url, "--output", str(out), *extra,
-               cwd=out.parent, timeout=2400)
+    done = cli("eval", *ENVS, *SETTINGS, "--agent", f"openai:{model}", "--base-url", real_model.base_url,
+               "--output", str(out), *extra, cwd=out.parent, timeout=2400)
     exchanges = [e for e in real_model.proxy.exchanges[start:] if str(e["path"]).endswith("/completions")]
     units = list(iter_records(out)) if (out / "episodes.jsonl").exists() else []
     return Run(out, done.returncode, done.stderr, [e["request"] for e in exchanges], [e["status"] for e in exchanges],
@@ -54,12 +58,12 @@ def _eval(real_model: RealModel, out: Path, *extra: str) -> Run:
 
 @pytest.fixture(scope="module")
 def default_run(real_model: RealModel, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _eval(real_model, tmp_path_factory.mktemp("real") / "default")
+    return _eval(real_model, tmp_path_factory.mktemp("real") / "default", MODEL)
 
 
 @pytest.fixture(scope="module")
 def fc_run(real_model: RealModel, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _eval(real_model, tmp_path_factory.mktemp("real") / "fc", "--protocol", "agentbench-fc")
+    return _eval(real_model, tmp_path_factory.mktemp("real") / "fc", FC_MODEL, "--protocol", "agentbench-fc")
 
 
 def _first_request(run: Run, trace: EpisodeTrace) -> dict[str, Any]:
@@ -129,6 +133,9 @@ def test_the_prompt_says_each_thing_once_and_matches_the_backend(default_run: Ru
             assert trace.backend == "sqlite" and "SQLite" in text and "MySQL" not in text
         if trace.domain == "os":
             assert trace.backend == "local"
+        # The model's own template: no HTML escaping of the prompt (chatml-function-calling's
+        # template escapes ' and <, which the model then copies); the model reads the text as sent.
+        assert "&#39;" not in json.dumps(body)
 
 
 def test_function_calling_sends_tools_and_no_text_grammar(fc_run: Run) -> None:
@@ -149,7 +156,8 @@ def test_function_calling_sends_tools_and_no_text_grammar(fc_run: Run) -> None:
 def test_the_judge_asks_for_json_by_schema_and_counts_every_call(real_model: RealModel, default_run: Run) -> None:
     start = len(real_model.proxy.exchanges)
     done = cli("judge", str(default_run.out), "--judge", f"openai:{MODEL}", "--base-url", real_model.base_url,
-               "--criteria", "bundled", "--judge-repeats", "1", "--max-tokens", "256", "--quiet",
+               "--criteria", "bundled", "--judge-repeats", "1", "--max-tokens", "200", "--request-timeout", "1200",
+               "--turn-deadline", "3600", "--quiet",
                cwd=default_run.out.parent, timeout=2400)
     assert done.returncode in (0, 4), done.stderr[-2000:]
     calls = [e for e in real_model.proxy.exchanges[start:] if str(e["path"]).endswith("/completions")]
