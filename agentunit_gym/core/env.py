@@ -83,7 +83,6 @@ class Execution:
     """Whether the action failed (non-zero exit, SQL error): an agent mistake, not ours."""
 
 
-
 def is_tool_call(reply: str) -> bool:
     """Whether a reply is a tool call: the model's message carries ``tool_calls`` (an
     :class:`~agentunit_gym.core.trace.AgentReply` with its ``message``), or, for a reply
@@ -108,6 +107,7 @@ def without_grammar(prompt: str, grammar: str) -> str:
     head, _, tail = prompt.partition(grammar)
     head, tail = head.rstrip(), tail.lstrip()
     return f"{head}\n\n{tail}" if head and tail else head + tail
+
 
 class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     """Base class of the AgentUnit envs.
@@ -479,7 +479,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         looks like JSON in the message's content is not a call), or, from an agent that gives
         no message, when it is a JSON call (``{"name": ..., "arguments": {...}}``).
 
-        Takes effect at the next ``reset``.
+        Replies are read so from the next ``step`` on; the first observation changes at the next
+        ``reset``.
         """
         self._tool_calls_only = required
 
