@@ -96,7 +96,9 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealModel]:
                 pytest.fail(f"the model server did not answer within {READY_DEADLINE_S:g} s: "
                             f"{log.read_text(errors='replace')[-2000:]}")
             time.sleep(1.0)
-        with RecordingProxy(f"http://127.0.0.1:{port}", log=log.with_name("exchanges.jsonl")) as proxy:
+        # The proxy's deadline is above the tests' --request-timeout: the client's governs.
+        with RecordingProxy(f"http://127.0.0.1:{port}", log=log.with_name("exchanges.jsonl"),
+                            timeout_s=1500.0) as proxy:
             yield RealModel(proxy, log)
     finally:
         _stop(proc)
