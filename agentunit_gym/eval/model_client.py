@@ -128,6 +128,19 @@ def _client_kwargs(base_url: str, key: str | None, timeout: float) -> dict[str, 
     return {"base_url": base_url, "timeout": timeout, "max_retries": 0, "api_key": key or "no-key"}
 
 
+def wire_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as sent: an assistant message that carries tool calls and no text goes
+    without its ``content`` (OpenAI's schema makes it optional beside ``tool_calls``; the
+    conversation keeps ``None``, the shape OpenAI answers with). Some servers refuse a
+    ``null`` content: llama-cpp-python's validates it as a string and answers 500."""
+    sent = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
+            message = {k: v for k, v in message.items() if k != "content"}
+        sent.append(message)
+    return sent
+
+
 class ModelClient:
     """Chat completions against one OpenAI-compatible endpoint, under :class:`OpenAIConfig`'s policy.
 
@@ -175,7 +188,7 @@ class ModelClient:
         body: dict[str, Any] = {}
         if self.config.extra_body:
             body["extra_body"] = dict(self.config.extra_body)
-        body.update({"model": self.config.model, "messages": list(messages),
+        body.update({"model": self.config.model, "messages": wire_messages(messages),
                      "temperature": self.config.temperature, "max_tokens": self.config.max_tokens})
         if self.config.top_p is not None:
             body["top_p"] = self.config.top_p
@@ -265,4 +278,4 @@ class ModelClient:
 
 __all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "LOOPBACK_HOSTS", "OPENAI_HINT",
            "RETRYABLE_STATUSES", "Completion", "EndpointUnavailableError", "ModelAPIError", "ModelClient",
-           "OpenAIConfig", "context_limit_message", "load_price_table", "parse_model_args"]
+           "OpenAIConfig", "context_limit_message", "load_price_table", "parse_model_args", "wire_messages"]
