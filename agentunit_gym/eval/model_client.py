@@ -130,13 +130,14 @@ def _client_kwargs(base_url: str, key: str | None, timeout: float) -> dict[str, 
 
 def wire_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages as sent: an assistant message that carries tool calls and no text goes
-    without its ``content`` (OpenAI's schema makes it optional beside ``tool_calls``; the
-    conversation keeps ``None``, the shape OpenAI answers with). Some servers refuse a
-    ``null`` content: llama-cpp-python's validates it as a string and answers 500."""
+    with an empty ``content`` rather than ``null`` (the conversation keeps ``None``, the shape
+    OpenAI answers with). OpenAI and vLLM take either; llama-cpp-python's server refuses
+    ``null`` (it validates ``content`` as a string: a 500) and a missing ``content`` (its
+    ``chatml-function-calling`` template reads it: a 500 too)."""
     sent = []
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
-            message = {k: v for k, v in message.items() if k != "content"}
+            message = {**message, "content": ""}
         sent.append(message)
     return sent
 
