@@ -35,6 +35,10 @@ BASE_PYTHON=${REAL_MODEL_BASE_PYTHON:-python3}
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/agentunit-gym
 VENV=${AGENTUNIT_REAL_MODEL_VENV:-$CACHE_ROOT/real-model-venv}
 N_CTX=${REAL_MODEL_N_CTX:-4096}
+# chatml-function-calling decodes a tool call's arguments without max_tokens (llama-cpp-python
+# 0.3.36 passes None), and a small model can run on inside a JSON string until the context is
+# full: a smaller context bounds that (a conversation that outgrows it ends as CLE).
+FC_N_CTX=${REAL_MODEL_FC_N_CTX:-2048}
 CACHE_BYTES=$((256 * 1024 * 1024))
 SETUP_DEADLINE=${REAL_MODEL_SETUP_DEADLINE:-4200}
 READY_DEADLINE=${REAL_MODEL_READY_DEADLINE:-120}
@@ -124,22 +128,23 @@ free_port() {
 #   smollm2-135m     SmolLM2's own chat template (ChatML, from the GGUF): the text protocols
 #                    and the judge;
 #   smollm2-135m-fc  llama-cpp-python's chatml-function-calling format: function calling
-#                    (--protocol agentbench-fc). Its template HTML-escapes message text (the
-#                    model reads &#39; for ' and &lt; for <), so the text protocols do not use it.
+#                    (--protocol agentbench-fc), in a context of FC_N_CTX tokens. Its template
+#                    HTML-escapes message text (the model reads &#39; for ' and &lt; for <), so
+#                    the text protocols do not use it.
 serve() {
   local port=${1:-8080}
   local model config
   model=$(model_path)
   mkdir -p "$CACHE_ROOT"
   config="$CACHE_ROOT/real-model-server-$port.json"  # rewritten at every start: nothing left to clean
-  "$BASE_PYTHON" - "$model" "$port" "$N_CTX" "$CACHE_BYTES" >"$config" <<'PY'
+  "$BASE_PYTHON" - "$model" "$port" "$N_CTX" "$FC_N_CTX" "$CACHE_BYTES" >"$config" <<'PY'
 import json, sys
-model, port, n_ctx, cache = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-common = {"model": model, "n_ctx": n_ctx, "n_threads": 2, "n_batch": 512, "verbose": False,
+model, port, n_ctx, fc_n_ctx, cache = sys.argv[1], *map(int, sys.argv[2:])
+common = {"model": model, "n_threads": 2, "n_batch": 512, "verbose": False,
           "cache": True, "cache_type": "ram", "cache_size": cache}
 print(json.dumps({"host": "127.0.0.1", "port": port, "models": [
-    {**common, "model_alias": "smollm2-135m"},
-    {**common, "model_alias": "smollm2-135m-fc", "chat_format": "chatml-function-calling"}]}))
+    {**common, "model_alias": "smollm2-135m", "n_ctx": n_ctx},
+    {**common, "model_alias": "smollm2-135m-fc", "n_ctx": fc_n_ctx, "chat_format": "chatml-function-calling"}]}))
 PY
   exec "$VENV/bin/python" -m llama_cpp.server --config_file "$config"
 }
