@@ -27,22 +27,29 @@ def table(run_dir: Path) -> list[str]:
     for record, trace in iter_records(run_dir):
         domain = trace.domain if trace is not None else record.env_id.split("/")[-1].split("-")[0].lower()
         row = rows.setdefault(domain, {"episodes": 0, "success": 0, "status": Counter(), "finish": Counter(),
-                                       "stop": Counter(), "steps": 0, "tokens_in": 0, "tokens_out": 0, "turns": 0})
+                                       "stop": Counter(), "steps": 0, "tokens_in": 0, "tokens_out": 0, "turns": 0,
+                                       "replies": Counter()})
         row["episodes"] += 1  # type: ignore[operator]
         row["success"] += int(record.success)  # type: ignore[operator]
         row["steps"] += record.steps  # type: ignore[operator]
         row["finish"][record.finish_reason or record.status] += 1  # type: ignore[index]
         for step in trace.steps if trace is not None else ():
             row["stop"][step.usage.finish_reason or "none"] += 1  # type: ignore[index]
+            error = step.action_error or {}
+            kind = ("truncated " if error.get("truncated_reply") else "") + str(error.get("issue", "")) if error \
+                else "action"
+            row["replies"][kind] += 1  # type: ignore[index]
             row["tokens_in"] += step.usage.tokens_in or 0  # type: ignore[operator]
             row["tokens_out"] += step.usage.tokens_out or 0  # type: ignore[operator]
             row["turns"] += 1  # type: ignore[operator]
-    lines = ["| domain | episodes | success | episode finish reasons | model stop reasons (turns) | mean steps "
-             "| tokens in / out per turn |", "|---|---|---|---|---|---|---|"]
+    lines = ["| domain | episodes | success | episode finish reasons | model stop reasons (turns) "
+             "| replies (turns: an action, or the invalid reply's issue) | mean steps | tokens in / out per turn |",
+             "|---|---|---|---|---|---|---|---|"]
     for domain, row in sorted(rows.items()):
         turns = max(1, int(row["turns"]))  # type: ignore[call-overload]
+        steps = int(row["steps"]) / max(1, int(row["episodes"]))  # type: ignore[call-overload]
         lines.append(f"| {domain} | {row['episodes']} | {row['success']} | {mix(row['finish'])} "  # type: ignore[arg-type]
-                     f"| {mix(row['stop'])} | {int(row['steps']) / max(1, int(row['episodes'])):.1f} "  # type: ignore[arg-type, call-overload]
+                     f"| {mix(row['stop'])} | {mix(row['replies'])} | {steps:.1f} "  # type: ignore[arg-type]
                      f"| {int(row['tokens_in']) // turns} / {int(row['tokens_out']) // turns} |")  # type: ignore[call-overload]
     return lines
 
