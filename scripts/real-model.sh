@@ -38,7 +38,7 @@ N_CTX=${REAL_MODEL_N_CTX:-4096}
 # chatml-function-calling decodes a tool call's arguments without max_tokens (llama-cpp-python
 # 0.3.36 passes None), and a small model can run on inside a JSON string until the context is
 # full: a smaller context bounds that (a conversation that outgrows it ends as CLE).
-FC_N_CTX=${REAL_MODEL_FC_N_CTX:-2048}
+FC_N_CTX=${REAL_MODEL_FC_N_CTX:-3072}
 CACHE_BYTES=$((256 * 1024 * 1024))
 SETUP_DEADLINE=${REAL_MODEL_SETUP_DEADLINE:-4200}
 READY_DEADLINE=${REAL_MODEL_READY_DEADLINE:-120}
