@@ -6,7 +6,8 @@
 # answers (and leaves it running afterwards, saying so), builds the project's images
 # (bootstrapping the base image from Debian packages when nothing can be pulled), then runs
 # pytest with the Docker-backed tests required, not skipped. As a non-root user without
-# Docker it runs everything that needs no daemon.
+# Docker it runs everything that needs no daemon. It builds the real small model's venv
+# (scripts/real-model.sh, cached under ~/.cache/agentunit-gym) and requires its tests too.
 #
 # It installs the package and the `test` extra at the exact versions of
 # requirements/test.lock.txt (scripts/lock.sh refreshes it), into a virtualenv of its own
@@ -88,6 +89,15 @@ else
 fi
 # The test extra installs ray: its tests (a two-node cluster on this machine) must run, not skip.
 export AGENTUNIT_REQUIRE_RAY=1
+
+# The real small model (tests/real_model, docs/baselines.md): its venv is built once per machine
+# under ~/.cache/agentunit-gym (15-25 min the first time: llama.cpp compiles), then reused; its
+# tests are then required. AGENTUNIT_SKIP_REAL_MODEL=1 leaves the build out, and the tests skip.
+if [ "${AGENTUNIT_SKIP_REAL_MODEL:-}" != 1 ]; then
+  log "the real-model venv (scripts/real-model.sh setup; built once per machine, then cached)"
+  REAL_MODEL_BASE_PYTHON=${REAL_MODEL_BASE_PYTHON:-python3} bash scripts/real-model.sh setup >/dev/null
+  export AGENTUNIT_REQUIRE_REAL_MODEL=1
+fi
 if have chromium; then
   export AGENTUNIT_REQUIRE_CHROMIUM=1
 fi

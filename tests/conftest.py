@@ -5,7 +5,9 @@ first use). Locally they are skipped when no daemon answers; with
 ``AGENTUNIT_REQUIRE_DOCKER=1`` (set by the test script in CI) a missing daemon fails them
 instead, so CI cannot go green by skipping the real backend. Tests marked ``ray`` need ray
 installed (the ``ray`` extra; the test extra has it) and are required the same way with
-``AGENTUNIT_REQUIRE_RAY=1``.
+``AGENTUNIT_REQUIRE_RAY=1``. Tests marked ``real_model`` need the real small model's venv
+(``bash scripts/real-model.sh setup``, built once per machine): skipped without it, failed
+with ``AGENTUNIT_REQUIRE_REAL_MODEL=1`` (tests/real_model/conftest.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from agentunit_gym.backends.process import docker_available
 
 REQUIRE_DOCKER = os.environ.get("AGENTUNIT_REQUIRE_DOCKER") == "1"
 REQUIRE_RAY = os.environ.get("AGENTUNIT_REQUIRE_RAY") == "1"
+REQUIRE_REAL_MODEL = os.environ.get("AGENTUNIT_REQUIRE_REAL_MODEL") == "1"
 
 _docker_state: dict[str, bool] = {}
 

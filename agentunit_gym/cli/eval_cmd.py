@@ -391,8 +391,12 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
     from agentunit_gym.cli.judge_cmd import judge_config, judge_with_progress, print_judge_summary
 
     summary = result.summary
+    judge_exit = 0
     if args.judge:
-        _, summary, _ = judge_with_progress(result.run_dir, judge_config(args), quiet=args.quiet)
+        from agentunit_gym.cli.judge_cmd import nothing_judged_exit
+
+        judged, summary, _ = judge_with_progress(result.run_dir, judge_config(args), quiet=args.quiet)
+        judge_exit = nothing_judged_exit(result.run_dir, judged)
     if not args.quiet:
         print_summary(Console(), summary)
         print_judge_summary(Console(), summary)
@@ -419,7 +423,7 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
         print(f"agentunit-gym: error: every episode of this run ended in an error ({len(failed)} of {len(records)}); "
               f"first reason: {reasons[0] if reasons else 'unknown'}", file=sys.stderr)
         return 1
-    return 0
+    return judge_exit
 
 
 def print_summary(console: Any, summary: dict[str, Any]) -> None:

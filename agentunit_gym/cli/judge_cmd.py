@@ -12,7 +12,8 @@ def add_judge_options(p: argparse.ArgumentParser, *, for_eval: bool = False) -> 
     """The judge's options (shared by ``judge`` and ``eval --judge``)."""
     p.add_argument("--judge", default=None, required=not for_eval, metavar="openai:MODEL",
                    help="the judge model (critic, quantifier and verifier), e.g. openai:gpt-4o-mini"
-                        + ("; judge the run when it ends" if for_eval else ""))
+                        + ("; judge the run when it ends" if for_eval else "")
+                        + " (exit code 4 when no episode could be judged)")
     if not for_eval:
         p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint of the judge")
         p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env variable holding the judge's API key")
@@ -46,7 +47,10 @@ def register(subparsers: Any) -> None:
         description="Judge the episodes of a finished run with a model: criteria per domain and category "
                     "(proposed by a critic, or bundled, or from a file) verified for stability and separation, "
                     "every episode quantified, goal_fidelity and one metric per criterion added to summary.json "
-                    "and report.html with the judge's agreement with the env's check. Resumable.")
+                    "and report.html with the judge's agreement with the env's check. Answers are asked for as "
+                    "JSON by schema (response_format), in plain text from a server that refuses it. Resumable. "
+                    "Exit codes: 0 when at least one episode of the run is judged; 4 when none could be "
+                    "(every answer garbage, refused or failed, or no episode to judge); 1 on another error.")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="an eval's output directory")
     add_judge_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or tables")
@@ -59,10 +63,34 @@ def run(args: argparse.Namespace) -> int:
     outcome, summary, report = judge_with_progress(args.run_dir, judge_config(args), quiet=args.quiet)
     if not args.quiet:
         print_judge_summary(Console(), summary)
-    Console(stderr=True, quiet=args.quiet).print(
-        f"{outcome.judged} episodes judged, {outcome.unjudged} unjudged, {outcome.skipped} judged before, "
-        f"in {outcome.elapsed_s:.1f} s. Report: {report}")
-    return 0
+    Console(stderr=True, quiet=args.quiet, highlight=False).print(judge_line(outcome, report), markup=False)
+    return nothing_judged_exit(args.run_dir, outcome)
+
+
+def judge_line(outcome: Any, report: Path) -> str:
+    """The closing line of a judge run: counts, the answers' format, tokens, time."""
+    usage = outcome.usage
+    tokens = (f"{usage.tokens_in or 0} tokens in, {usage.tokens_out or 0} out" if usage.tokens_in is not None
+              else "tokens not reported")
+    return (f"{outcome.judged} episodes judged, {outcome.unjudged} unjudged, {outcome.skipped} judged before, "
+            f"in {outcome.elapsed_s:.1f} s (answers as {outcome.reply_format}; {tokens}). Report: {report}")
+
+
+def nothing_judged_exit(run_dir: Path, outcome: Any) -> int:
+    """:data:`~agentunit_gym.eval.judge.run.EXIT_NOTHING_JUDGED` with the reason on stderr when no
+    episode of the run is judged; else 0."""
+    import sys
+
+    from agentunit_gym.eval.judge.run import EXIT_NOTHING_JUDGED, read_judged
+
+    if not outcome.nothing_judged:
+        return 0
+    lines = [v for v in read_judged(run_dir).values() if v.status == "unjudged"]
+    why = (f"all {len(lines)} answers were unusable (first: {lines[0].error_kind}: {lines[0].error[:200]})" if lines
+           else "the run has no episode to judge")
+    print(f"agentunit-gym: error: nothing could be judged: {why}. Judged runs need a judge that answers in JSON; "
+          f"see {run_dir / 'judge' / 'judged.jsonl'}.", file=sys.stderr)
+    return EXIT_NOTHING_JUDGED
 
 
 def judge_with_progress(run_dir: Path, config: Any, *, quiet: bool) -> Any:

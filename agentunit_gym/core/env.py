@@ -46,6 +46,7 @@ from agentunit_gym.core.info import (
 from agentunit_gym.core.reference import SENTINEL, OutputReply
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
+from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import (
     AgentUnitError,
     ConfigError,
@@ -60,6 +61,11 @@ from agentunit_gym.tasks.spec import ReferenceStep, Refusal, TaskSpec
 from agentunit_gym.tasks.splits import filter_split
 
 TaskT = TypeVar("TaskT", bound=TaskSpec)
+
+NO_TOOL_CALL_MESSAGE = "No executable tool calls found."
+NO_TOOL_CALL_HINT = "Please call a tool instead."
+"""What a reply without a tool call reads in tool-calls-only mode (:meth:`AgentEnv.require_tool_calls`):
+AgentBench FC's answer to one ("No executable tool calls found. Please call a tool instead")."""
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -78,6 +84,32 @@ class Execution:
     """Exit code, timeout, truncation, row count ... (goes to ``info["execution"]``)."""
     error: bool = False
     """Whether the action failed (non-zero exit, SQL error): an agent mistake, not ours."""
+
+
+def is_tool_call(reply: str) -> bool:
+    """Whether a reply is a tool call: the model's message carries ``tool_calls`` (an
+    :class:`~agentunit_gym.core.trace.AgentReply` with its ``message``), or, for a reply
+    without a message, the text is a JSON call."""
+    message = reply.message if isinstance(reply, AgentReply) else None
+    if message is not None:
+        return bool(message.get("tool_calls"))
+    return looks_like_json_call(reply)
+
+
+def without_grammar(prompt: str, grammar: str) -> str:
+    """``prompt`` with the reply grammar taken out (the blank lines around it closed up).
+
+    Raises:
+        ConfigError: the prompt does not state the grammar verbatim, so it cannot be taken out.
+    """
+    if not grammar:
+        return prompt
+    if grammar not in prompt:
+        raise ConfigError("tool-calls-only mode: the env's first observation does not contain its grammar "
+                          "verbatim, so it cannot be left out; the domain env must state info['grammar'] as is.")
+    head, _, tail = prompt.partition(grammar)
+    head, tail = head.rstrip(), tail.lstrip()
+    return f"{head}\n\n{tail}" if head and tail else head + tail
 
 
 class AgentEnv(gym.Env[str, str], Generic[TaskT]):
@@ -139,6 +171,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._last_observation = ""
         self._interrupted = ""
         self._step_cap: int | None = None
+        self._tool_calls_only = False
 
     # ----------------------------------------------------------------- hooks
 
@@ -387,6 +420,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._interrupted = ""
         started = time.perf_counter()
         prompt = self._start_episode(task)
+        if self._tool_calls_only:
+            prompt = without_grammar(prompt, self.grammar)
         self._last_observation = prompt
         info: ResetInfo = {
             "task_id": task.id,
@@ -397,7 +432,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             "max_steps": self.max_steps,
             "optimal_steps": task.k_opt,
             "tools": [t.json_schema() for t in self.tools],
-            "grammar": self.grammar,
+            "grammar": "" if self._tool_calls_only else self.grammar,
             "step": 0,
             "finish_reason": "",
             "timing": StepTiming(time.perf_counter() - started),
@@ -474,10 +509,34 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
+    def require_tool_calls(self, required: bool = True) -> None:
+        """Function-calling mode (``eval --protocol agentbench-fc``): only tool calls are actions.
+
+        The first observation leaves out the text grammar (``info["grammar"]`` is ``""``), and
+        a reply that is not a tool call is never parsed as text: it is an invalid reply
+        (issue ``no_call``) answered with AgentBench FC's words
+        (:data:`NO_TOOL_CALL_MESSAGE`, :data:`NO_TOOL_CALL_HINT`); it counts as a turn. A
+        reply is a tool call when the model's message carries one (an
+        :class:`~agentunit_gym.core.trace.AgentReply` with its ``message``: text that merely
+        looks like JSON in the message's content is not a call), or, from an agent that gives
+        no message, when it is a JSON call (``{"name": ..., "arguments": {...}}``).
+
+        Replies are read so from the next ``step`` on; the first observation changes at the next
+        ``reset``.
+        """
+        self._tool_calls_only = required
+
+    @property
+    def tool_calls_only(self) -> bool:
+        """Whether only tool calls are actions (:meth:`require_tool_calls`)."""
+        return self._tool_calls_only
+
     def parse_action(self, text: str) -> Action | ActionError:
         """Turn a raw reply into an action, or say why it is not one (no side effects)."""
         if not isinstance(text, str):
             return ActionError(ActionIssue.MALFORMED, f"the reply must be text, got {type(text).__name__}.")
+        if self._tool_calls_only and not is_tool_call(text):
+            return ActionError(ActionIssue.NO_CALL, NO_TOOL_CALL_MESSAGE, hint=NO_TOOL_CALL_HINT)
         if looks_like_json_call(text):
             parsed = parse_json_call(text, self._tool_table)
         else:

@@ -43,6 +43,10 @@ class FakeChatServer:
             conversation longer than the model's context: HTTP 400 with
             ``error.code == "context_length_exceeded"``. None: never.
         retry_after: the ``Retry-After`` header (seconds) of a scripted 429.
+        refuse_response_format: answer a request that has ``response_format`` with this status:
+            400, saying the parameter is not supported (as OpenAI-compatible servers without
+            structured output do), or 500 with a request validation error naming it (as
+            llama-cpp-python's server answers a ``json_schema`` one); None: never.
 
     ``arrivals`` holds each request's arrival time (``time.monotonic()``), beside ``statuses``;
     ``headers`` each request's headers (names in lower case).
@@ -50,7 +54,7 @@ class FakeChatServer:
 
     def __init__(self, responder: Responder, *, latency_s: float = 0.0, failures: Iterable[int] = (),
                  prompt_tokens_per_char: float = 0.25, context_limit_after: int | None = None,
-                 retry_after: str = "0") -> None:
+                 retry_after: str = "0", refuse_response_format: int | None = None) -> None:
         self.responder = responder
         self.latency_s = latency_s
         self.failures: deque[int] = deque(failures)
@@ -62,6 +66,7 @@ class FakeChatServer:
         self.statuses: list[int] = []
         self.arrivals: list[float] = []
         self.retry_after = retry_after
+        self.refuse_response_format = refuse_response_format
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -101,20 +106,33 @@ class FakeChatServer:
                     status: int = server.failures.popleft() if server.failures else 200
                     overflow = (status == 200 and server.context_limit_after is not None
                                 and server._answered >= server.context_limit_after)
+                    refused_format = (status == 200 and not overflow and server.refuse_response_format is not None
+                                      and "response_format" in body)
                     if overflow:
                         status = 400
+                    elif refused_format:
+                        status = int(server.refuse_response_format or 400)
                     elif status == 200:
                         server._answered += 1
                     server.statuses.append(status)
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 if not self.path.endswith("/chat/completions"):
-                    status, overflow = 404, False
+                    status, overflow, refused_format = 404, False, False
                 if overflow:
                     self._send(400, {"error": {
                         "message": "This model's maximum context length is 8192 tokens. However, your messages "
                                    "resulted in 8193 tokens. Please reduce the length of the messages.",
                         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+                    return
+                if refused_format and status == 500:
+                    self._send(500, {"error": {"type": "internal_server_error", "message": (
+                        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")}})
+                    return
+                if refused_format:
+                    self._send(status, {"error": {"message": "Unrecognized request argument supplied: response_format",
+                                                  "type": "invalid_request_error", "param": "response_format"}})
                     return
                 if status != 200:
                     self._send(status, {"error": {"message": f"scripted status {status}", "code": status}},

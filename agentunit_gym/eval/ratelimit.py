@@ -77,6 +77,13 @@ class RateGate:
             await asyncio.sleep(wait)
             wait = self.paused_for()
 
+    def wait(self) -> None:
+        """:meth:`acquire` for synchronous callers (blocking): the same slot and pause rule."""
+        wait = self.reserve()
+        while wait > 0:
+            time.sleep(wait)
+            wait = self.paused_for()
+
 
 _GATES: dict[str, RateGate] = {}
 _GATES_LOCK = threading.Lock()

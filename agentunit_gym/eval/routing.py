@@ -81,12 +81,25 @@ def protocol_options(env_id: str, protocol: str, explicit: dict[str, Any]) -> di
     return {k: v for k, v in options.items() if k not in explicit}
 
 
+TOOL_CALL_PROTOCOLS = frozenset({"agentbench-fc"})
+"""Protocols under which only tool calls are actions (:meth:`~agentunit_gym.core.env.AgentEnv.require_tool_calls`)."""
+
+
 def protocol_ending_issues(env_id: str, protocol: str) -> frozenset[str] | None:
     """The invalid replies that end an episode of ``env_id`` under ``protocol``'s terminate
-    policy (:attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues`); None for all."""
+    policy (:attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues`); None for all.
+
+    Under a function-calling protocol a reply without a tool call (``no_call``) never ends
+    the episode, in any domain: AgentBench FC answers it and its loop goes on.
+    """
     domain = registry.domain_of_env(env_id)
     preset = domain.protocols.get(protocol) if domain is not None and protocol != "agentunit" else None
-    return None if preset is None else preset.ending_issues
+    issues = None if preset is None else preset.ending_issues
+    if protocol in TOOL_CALL_PROTOCOLS:
+        from agentunit_gym.core.actions import ActionIssue
+
+        issues = (frozenset(i.value for i in ActionIssue) if issues is None else issues) - {ActionIssue.NO_CALL.value}
+    return issues
 
 
 def network_options(env_id: str, network: bool) -> dict[str, Any]:
@@ -170,9 +183,13 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
         from agentunit_gym.wrappers.aliases import RenameTools
 
         env = RenameTools(env, preset.tools)
+    if protocol in TOOL_CALL_PROTOCOLS:
+        from agentunit_gym.wrappers.info import agent_env
+
+        agent_env(env).require_tool_calls()
     return env
 
 
-__all__ = ["EnvFactory", "backend_for", "default_env_factory", "env_domain",
+__all__ = ["TOOL_CALL_PROTOCOLS", "EnvFactory", "backend_for", "default_env_factory", "env_domain",
            "full_env_id", "network_options", "protocol_ending_issues", "protocol_options", "registered_env_ids",
            "scripted_conversation", "task_domains", "task_options"]

@@ -81,3 +81,36 @@ def test_os_fc_names_map_onto_the_os_tools() -> None:
         assert env.translate("Act: bash") == "Act: bash"  # text replies pass unchanged
         _, info = env.reset(seed=0)
         assert [t["function"]["name"] for t in info["tools"]] == ["bash_action", "finish_action", "answer_action"]
+
+
+def test_agentbench_fc_answers_a_reply_without_a_tool_call_and_goes_on(tmp_path: Path) -> None:
+    """AgentBench FC: a reply without a tool call is answered ("No executable tool calls found")
+    and the loop goes on (it takes a turn); the prose, here valid ReAct SQL, is never run."""
+    def replies(body: dict[str, Any]) -> dict[str, Any]:
+        if sum(m["role"] == "assistant" for m in body["messages"]) == 0:
+            # ReAct text that the DB's text parser would run: under FC it must not be.
+            return {"role": "assistant", "content": "Think: drop it.\nAction: Operation\n```sql\nDELETE FROM t;\n```"}
+        call = {"id": "call_1", "type": "function",
+                "function": {"name": "commit_final_answer", "arguments": json.dumps({"answers": ["x"]})}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+    out = tmp_path / "fc"
+    with FakeChatServer(replies) as server:
+        done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "1", "--agent", "openai:fc-model",
+                   "--base-url", server.base_url, "--protocol", "agentbench-fc", "--quiet", "--output", str(out),
+                   "--full-text", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = read_records(out / "episodes.jsonl")
+    assert record.finish_reason == "complete" and record.steps == 2  # not ended as IF by the terminate policy
+    assert server.requests[0]["tool_choice"] == "auto"  # said explicitly: some servers ignore tools without it
+    task = server.requests[0]["messages"][1]["content"]
+    assert "Action:" not in task and "```sql" not in task and "Final Answer" not in task  # no text grammar
+    system = server.requests[0]["messages"][0]["content"]
+    assert "Act:" not in system and "Action:" not in system
+    answer = server.requests[1]["messages"][-1]
+    assert answer == {"role": "user", "content": "Invalid format: No executable tool calls found. Please call a "
+                                                 "tool instead."}
+    trace = json.loads(next((out / "traces").rglob("*.json")).read_text())
+    first = trace["steps"][0]
+    assert first["action_error"]["issue"] == "no_call" and first["action"] is None
+    assert first["execution"] == {} and first["usage"]["finish_reason"] == "stop"

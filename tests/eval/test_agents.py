@@ -126,6 +126,11 @@ def test_tools_mode_turns_tool_calls_into_json_calls() -> None:
         assert server.requests[0]["tools"] == info["tools"]
         # The observation goes back as the tool's result, tied to the call id.
         assert server.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "hi"}
+        # The call goes back with an empty content, not null (llama-cpp-python's server refuses null
+        # and a missing content with a 500); the conversation itself keeps OpenAI's shape.
+        assert server.requests[1]["messages"][-2] == {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{\"text\": \"hi\"}"}}]}
+        assert agent.messages[-3]["content"] is None
 
 
 def test_retries_429_and_5xx_then_succeeds() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from agentunit_gym.eval.export import TRAJECTORY_COLUMNS
 from agentunit_gym.eval.fake_server import FakeChatServer
+from agentunit_gym.eval.model_client import wire_messages
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -108,5 +109,6 @@ def test_rollouts_with_a_model_endpoint_record_what_the_model_was_sent() -> None
         _check_conversation(row["messages"])
         assert [m["tool_calls"][0]["id"] for m in row["messages"][len(row["prompt"]):] if m.get("tool_calls")] == [
             "model-0", "model-1"]  # the model's own call ids
-        # The model's two requests of this episode are prefixes of the row's conversation.
-        assert sum(1 for s in sent if row["messages"][: len(s)] == s) >= 2
+        # The model's two requests of this episode are prefixes of the row's conversation (in wire
+        # form: a tool call's null content goes as "", wire_messages).
+        assert sum(1 for s in sent if wire_messages(row["messages"][: len(s)]) == s) >= 2

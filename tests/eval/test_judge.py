@@ -17,7 +17,7 @@ from agentunit_gym.eval.fake_server import FakeChatServer
 from agentunit_gym.eval.judge import JudgeConfig, judge_run, load_criteria_file, parse_judge_spec
 from agentunit_gym.eval.judge.apply import judge_and_report
 from agentunit_gym.eval.judge.criteria import bundled_criteria
-from agentunit_gym.eval.judge.prompts import parse_judgement, transcript
+from agentunit_gym.eval.judge.prompts import CRITERIA_SCHEMA, parse_judgement, transcript
 from agentunit_gym.eval.judge.run import read_criteria, read_judged
 from agentunit_gym.eval.model_client import OpenAIConfig
 from tests.eval.judgekit import ScriptedJudge, write_run
@@ -244,3 +244,78 @@ def test_criteria_file_errors_name_the_place(tmp_path: Path) -> None:
         load_criteria_file(path)
     with pytest.raises(ConfigError, match="openai:<model>"):
         parse_judge_spec("gpt-4o")
+
+
+def test_answers_are_asked_for_by_json_schema(tmp_path: Path) -> None:
+    write_run(tmp_path, THREE)
+    with FakeChatServer(ScriptedJudge()) as server:
+        outcome = asyncio.run(judge_run(tmp_path, config(server)))
+    assert outcome.judged == 3 and outcome.reply_format == "json_schema"
+    formats = [body.get("response_format") for body in server.requests]
+    assert all(f is not None and f["type"] == "json_schema" for f in formats)
+    names = [f["json_schema"]["name"] for f in formats]
+    assert names.count("criteria") == 1 and names.count("judgement") == len(names) - 1
+    # The quantifier's schema allows exactly each kept criterion's accepted values.
+    last = formats[-1]["json_schema"]["schema"]
+    assert last["properties"]["criteria"]["properties"] == {"solves_it": {"type": "string",
+                                                                          "enum": ["no", "partly", "yes"]}}
+    assert last["required"] == ["goal_fidelity", "achieved", "criteria", "reason"]
+    assert read_criteria(tmp_path)["reply_format"] == "json_schema"  # type: ignore[index]
+
+
+def test_a_server_that_refuses_response_format_gets_plain_requests(tmp_path: Path) -> None:
+    write_run(tmp_path, THREE)
+    with FakeChatServer(ScriptedJudge(), refuse_response_format=400) as server:
+        cfg = JudgeConfig(OpenAIConfig(model="judge-m", base_url=server.base_url, backoff_s=0.01), repeats=2,
+                          concurrency=1)
+        outcome = asyncio.run(judge_run(tmp_path, cfg))
+    assert (outcome.judged, outcome.unjudged, outcome.reply_format) == (3, 0, "plain")
+    # OpenAI's json_schema form refused (a 400 naming response_format, never retried), then
+    # llama-cpp-python's json_object form, then every request without response_format.
+    assert server.statuses[:2] == [400, 400] and server.statuses.count(400) == 2
+    assert server.requests[0]["response_format"]["type"] == "json_schema"
+    assert server.requests[1]["response_format"] == {"type": "json_object", "schema": CRITERIA_SCHEMA}
+    assert all("response_format" not in body for body in server.requests[2:])
+    assert read_criteria(tmp_path)["reply_format"] == "plain"  # type: ignore[index]
+
+
+def test_garbage_answers_record_their_token_usage(tmp_path: Path) -> None:
+    keys = write_run(tmp_path, [("t1", "echo no", False, "TASK-GARBAGE")])
+    criteria = tmp_path.parent / f"{tmp_path.name}-criteria.yaml"
+    criteria.write_text("criteria:\n  - name: solves_it\n    description: Does it?\n"
+                        "    accepted_values: ['no', 'yes']\n", encoding="utf-8")
+    scripted = ScriptedJudge({"TASK-GARBAGE": lambda: {"role": "assistant", "content": "Looks fine to me!"}})
+    with FakeChatServer(scripted) as server:
+        outcome = asyncio.run(judge_run(tmp_path, config(server, criteria)))
+    line = read_judged(tmp_path)[keys[0]]
+    assert line.status == "unjudged" and line.error_kind == "garbage"
+    assert (line.usage.tokens_in or 0) > 0 and (line.usage.tokens_out or 0) > 0
+    # The verifier's 4 repeats on the same episode and the episode's own call: 5 garbage answers, all counted.
+    assert len(server.requests) == 5 and outcome.nothing_judged
+    assert outcome.usage.tokens_in == 5 * (line.usage.tokens_in or 0)
+    assert read_criteria(tmp_path)["usage"]["tokens_in"] == outcome.usage.tokens_in  # type: ignore[index]
+
+
+def test_judge_exits_4_when_nothing_could_be_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(tmp_path, THREE)
+    with FakeChatServer(lambda body: {"role": "assistant", "content": "I like it."}) as server:
+        code = main(["judge", str(tmp_path), "--judge", "openai:judge-m", "--base-url", server.base_url,
+                     "--criteria", "bundled", "--judge-repeats", "1", "--quiet"])
+        assert code == 4
+        assert "nothing could be judged: all 3 answers were unusable (first: garbage" in capsys.readouterr().err
+        # Once one episode is judged, the run has judged metrics: exit 0.
+        server.responder = ScriptedJudge()
+        assert main(["judge", str(tmp_path), "--judge", "openai:judge-m", "--base-url", server.base_url,
+                     "--criteria", "bundled", "--judge-repeats", "1", "--quiet"]) == 0
+
+
+def test_llama_cpp_pythons_500_for_json_schema_is_not_retried_and_moves_to_json_object(tmp_path: Path) -> None:
+    write_run(tmp_path, THREE)
+    with FakeChatServer(ScriptedJudge(), refuse_response_format=500) as server:
+        cfg = JudgeConfig(OpenAIConfig(model="judge-m", base_url=server.base_url, backoff_s=0.01), repeats=2,
+                          concurrency=1)
+        # The server's 500 for json_schema is a request validation error: not retried, and
+        # json_object is refused alike here, so the judge ends up asking in plain text.
+        outcome = asyncio.run(judge_run(tmp_path, cfg))
+    assert (outcome.judged, outcome.reply_format) == (3, "plain")
+    assert server.statuses[:2] == [500, 500] and server.statuses.count(500) == 2

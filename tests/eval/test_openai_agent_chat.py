@@ -12,6 +12,7 @@ import pytest
 
 from agentunit_gym.core.registry import get_domain
 from agentunit_gym.eval.fake_server import FakeChatServer
+from agentunit_gym.eval.model_client import wire_messages
 from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
 from agentunit_gym.wrappers import ChatMessages
 from agentunit_gym.wrappers.aliases import RenameTools
@@ -58,10 +59,11 @@ def test_agent_requests_equal_the_wrappers_observations(case: str) -> None:
             messages, _, terminated, truncated, info = env.step(reply)
             observations.append(messages)
             done = terminated or truncated
-        # Request k carried exactly the conversation the wrapper showed before turn k.
+        # Request k carried exactly the conversation the wrapper showed before turn k (on the wire,
+        # a tool call's null content is sent as "": wire_messages).
         assert len(server.requests) == len(observations) - 1 >= 3
         for request, seen in zip(server.requests, observations, strict=False):
-            assert request["messages"] == seen
+            assert request["messages"] == wire_messages(seen)
         # And after the last reply, the agent's transcript is the wrapper's, less the final observation.
         assert agent.messages == env.messages[:-1]  # type: ignore[attr-defined]
     roles = {m["role"] for m in env.messages}  # type: ignore[attr-defined]

@@ -91,11 +91,49 @@ def quantifier_messages(trace: EpisodeTrace, criteria: tuple[Criterion, ...]) ->
 
 
 class JudgeAnswerError(ValueError):
-    """The judge's reply is not an answer of the asked shape (garbage, or a refusal)."""
+    """The judge's reply is not an answer of the asked shape (garbage, or a refusal).
 
-    def __init__(self, message: str, kind: str = "garbage") -> None:
+    Attributes:
+        kind: ``garbage`` or ``refused``.
+        usage: the tokens the call that produced the reply used (a garbage answer costs too).
+    """
+
+    def __init__(self, message: str, kind: str = "garbage", usage: Usage | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.usage = usage
+
+
+CRITERIA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"criteria": {"type": "array", "minItems": 1, "maxItems": 10, "items": {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9_ -]+$", "maxLength": 80},
+                       "description": {"type": "string"},
+                       "accepted_values": {"type": "array", "items": {"type": "string"},
+                                           "minItems": 2, "maxItems": 10}},
+        "required": ["name", "description", "accepted_values"], "additionalProperties": False}}},
+    "required": ["criteria"], "additionalProperties": False,
+}
+"""The JSON schema of the critic's answer (sent as ``response_format`` where the server takes it)."""
+
+
+def judgement_schema(criteria: tuple[Criterion, ...]) -> dict[str, Any]:
+    """The JSON schema of the quantifier's answer for these criteria: each criterion one of its
+    accepted values (sent as ``response_format`` where the server takes it; the answer is read
+    by :func:`parse_judgement` either way)."""
+    return {
+        "type": "object",
+        "properties": {
+            "goal_fidelity": {"type": "number", "minimum": 0, "maximum": 1},
+            "achieved": {"type": "boolean"},
+            "criteria": {"type": "object",
+                         "properties": {c.name: {"type": "string", "enum": list(c.accepted_values)} for c in criteria},
+                         "required": [c.name for c in criteria], "additionalProperties": False},
+            "reason": {"type": "string"},
+        },
+        "required": ["goal_fidelity", "achieved", "criteria", "reason"], "additionalProperties": False,
+    }
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -188,5 +226,6 @@ def parse_judgement(text: str, criteria: tuple[Criterion, ...]) -> Judgement:
     return Judgement(float(fidelity), achieved, values, scores, str(data.get("reason", ""))[:2000])
 
 
-__all__ = ["CRITIC_SYSTEM", "QUANTIFIER_SYSTEM", "JudgeAnswerError", "Judgement", "critic_messages",
+__all__ = ["CRITERIA_SCHEMA", "CRITIC_SYSTEM", "QUANTIFIER_SYSTEM", "JudgeAnswerError", "Judgement", "critic_messages",
+           "judgement_schema",
            "parse_criteria", "parse_judgement", "quantifier_messages", "transcript"]

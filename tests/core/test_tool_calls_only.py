@@ -1,0 +1,84 @@
+"""Tool-calls-only mode (``--protocol agentbench-fc``): no text grammar shown, prose never run.
+
+Every registered domain, on its embedded backend."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+from agentunit_gym.core.env import NO_TOOL_CALL_HINT, NO_TOOL_CALL_MESSAGE, is_tool_call, without_grammar
+from agentunit_gym.core.registry import domains
+from agentunit_gym.core.trace import AgentReply
+from agentunit_gym.errors import ConfigError
+from agentunit_gym.wrappers.info import agent_env
+
+TEXT_GRAMMAR_MARKERS = ("Act:", "Action:", "Thought:", "Final Answer:", "```sql", "search[", "click[")
+"""What the ReAct grammars of the four domains teach; none of it may reach an FC prompt."""
+
+DOMAINS = [d for d in domains() if d.name in ("os", "db", "kg", "webshop")]
+NO_CALL_FEEDBACK = f"Invalid format: {NO_TOOL_CALL_MESSAGE} {NO_TOOL_CALL_HINT}"
+
+
+def _env(domain_name: str) -> gym.Env[str, str]:
+    domain = next(d for d in DOMAINS if d.name == domain_name)
+    return gym.make(domain.env_ids[0], backend=domain.embedded_backend.name)
+
+
+@pytest.mark.parametrize("name", [d.name for d in DOMAINS])
+def test_first_observation_has_no_text_grammar(name: str) -> None:
+    with _env(name) as env:
+        text_obs, text_info = env.reset(seed=0)
+        # The default mode states the grammar verbatim (else there is nothing to take out).
+        assert text_info["grammar"] and text_info["grammar"] in text_obs
+        agent_env(env).require_tool_calls()
+        obs, info = env.reset(seed=0)
+    assert info["grammar"] == ""
+    assert text_info["grammar"] not in obs
+    assert [m for m in TEXT_GRAMMAR_MARKERS if m in obs] == []
+    assert "\n\n\n" not in obs
+    # Everything else is kept: the task itself is still there.
+    assert info["instruction"].split("\n")[0][:40] in obs
+
+
+@pytest.mark.parametrize("name", [d.name for d in DOMAINS])
+def test_a_valid_react_reply_is_not_run_and_the_episode_goes_on(name: str) -> None:
+    domain = next(d for d in DOMAINS if d.name == name)
+    react = domain.prompt.example[0].react  # a reply the domain's text parser accepts
+    with _env(name) as env:
+        agent_env(env).require_tool_calls()
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(react)
+        assert obs == NO_CALL_FEEDBACK
+        assert info["action_error"]["issue"] == "no_call" and info["action"] == {}
+        assert (reward, terminated, truncated, info["step"]) == (0.0, False, False, 1)
+        agent_env(env).require_tool_calls(False)
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(react)
+        assert info["action_error"] == {}  # the same text is an action in the default mode
+
+
+def test_json_in_the_message_content_is_not_a_tool_call() -> None:
+    call = '{"name": "execute_sql", "arguments": {"query": "SELECT 1;"}}'
+    prose = AgentReply(call, None, {"role": "assistant", "content": call})
+    real = AgentReply(call, None, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "execute_sql", "arguments": '{"query": "SELECT 1;"}'}}]})
+    assert not is_tool_call(prose) and is_tool_call(real)
+    assert is_tool_call(call)  # an agent without messages writes its calls as JSON text
+    with _env("db") as env:
+        agent_env(env).require_tool_calls()
+        env.reset(seed=0)
+        obs, _, _, _, info = env.step(prose)
+        assert obs == NO_CALL_FEEDBACK
+        obs, _, _, _, info = env.step(real)
+        assert info["action"]["tool"] == "execute_sql" and json.loads(json.dumps(info["action_error"])) == {}
+        assert info["step"] == 2  # the reply without a call took a turn, as AgentBench FC's round loop does
+
+
+def test_without_grammar_closes_up_and_refuses_a_paraphrase() -> None:
+    assert without_grammar("Intro.\n\nGRAMMAR\nmore\n\nTask: x", "GRAMMAR\nmore") == "Intro.\n\nTask: x"
+    assert without_grammar("GRAMMAR\n\nTask: x", "GRAMMAR") == "Task: x"
+    with pytest.raises(ConfigError, match="verbatim"):
+        without_grammar("Intro. Reply like so.", "GRAMMAR")
