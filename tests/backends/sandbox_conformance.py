@@ -123,6 +123,30 @@ def make_sandbox(kind: str, **options: Any) -> Sandbox:
     raise ValueError(kind)
 
 
+KEYRING_PROBE = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+what, name = sys.argv[1], sys.argv[2].encode()
+USER_KEYRING = -4
+if what == "add":  # add_key("user", name, "secret", 6, @u)
+    r = libc.syscall(248, b"user", name, b"secret", 6, USER_KEYRING)
+else:  # keyctl(KEYCTL_SEARCH, @u, "user", name, 0)
+    r = libc.syscall(250, 10, USER_KEYRING, b"user", name, 0)
+print(what.replace("add", "added").replace("find", "found") if r >= 0 else f"errno {ctypes.get_errno()}")
+"""
+"""Adds (``add NAME``) or looks up (``find NAME``) a key in the caller's user keyring (x86_64
+syscall numbers); prints ``added``/``found`` or ``errno N``."""
+
+
+def _keyring_search(name: str) -> str:
+    """The host side of :data:`KEYRING_PROBE` ``find``, in this (the test's) process."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = libc.syscall(250, 10, -4, b"user", name.encode(), 0)
+    return "found" if found >= 0 else f"errno {ctypes.get_errno()}"
+
+
 def count_procs(sandbox: Sandbox, name: str) -> int:
     result = sandbox.run(COUNT_PROCS, args=(name,), timeout=20)
     assert result.exit_code == 0, result
@@ -465,6 +489,24 @@ class SandboxConformance:
         finally:
             host.kill()
             host.wait()
+
+    def test_kernel_keyrings_never_reach_the_host_and_what_a_reset_keeps(self, sandbox: Sandbox,
+                                                                          sandbox_kind: str) -> None:
+        # Keys are not namespaced like files: a uid's user keyring is per user namespace. Docker's
+        # seccomp profile refuses the key syscalls outright (its root is the host's root); the
+        # local box has a user namespace of its own, which a reset in place keeps, so a key the
+        # agent adds to its user keyring is seen by the next episode of the same sandbox
+        # (documented in docs/sandbox-local.md) and never by the host.
+        name = f"agentunit-key-{secrets.token_hex(6)}"
+        added = sandbox.run(KEYRING_PROBE, language="python", args=("add", name), timeout=30).output.split()
+        sandbox.reset()
+        found = sandbox.run(KEYRING_PROBE, language="python", args=("find", name), timeout=30).output.split()
+        on_host = _keyring_search(name)
+        assert on_host == "errno 126", on_host  # ENOKEY: the host's user keyring never has it
+        if sandbox_kind == "docker":
+            assert added == ["errno", "1"] and found == ["errno", "1"]  # EPERM: seccomp
+        else:
+            assert added[0] == "added" and found[0] == "found", (added, found)
 
     # ---------------------------------------------------------------- runaway processes
 
