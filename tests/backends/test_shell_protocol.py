@@ -6,6 +6,7 @@ import ast
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,19 @@ def test_is_flood_tells_a_bomb_from_a_few_jobs() -> None:
     assert not is_flood(lambda: 3, before=2, budget=32, pids_limit=512)  # stable: deliberate jobs
     assert not is_flood(lambda: 0, before=2, budget=32, pids_limit=512)
     assert is_flood(lambda: 5, before=460, budget=32, pids_limit=512)  # near the pids limit
+
+
+def test_a_bomb_held_still_by_a_cpu_limit_is_still_a_flood() -> None:
+    # Under cpus= the kernel holds the whole box still for most of a 100 ms CFS period: a bomb
+    # at 7 processes stands still for 90 ms, then doubles on. (Three looks 15 ms apart took it
+    # for a few deliberate jobs, and the bomb held the pids limit until the next reset.)
+    start = time.monotonic()
+
+    def throttled() -> int:
+        elapsed = time.monotonic() - start
+        return 7 if elapsed < 0.09 else 7 * 2 ** int((elapsed - 0.09) / 0.005 + 1)
+
+    assert is_flood(throttled, before=1, budget=32, pids_limit=64)
 
 
 def _imports(path: Path) -> set[str]:

@@ -43,6 +43,9 @@ DEFAULT_RUNAWAY_BUDGET = 32
 count as runaways (a fork bomb) and are killed, so the next command can fork."""
 RUNAWAY_WATCH_S = 0.5
 """How long what a command left behind is watched while it keeps growing."""
+RUNAWAY_STILL_S = 0.15
+"""How long what a command left may stand still before it counts as deliberate (a server, a
+few jobs): past one CFS period (100 ms), for which a box over its ``cpus=`` is held still."""
 
 AGENT_OOM_SCORE_ADJ = 500
 """``oom_score_adj`` of the agent's processes (its shell, its commands, one-off commands) on
@@ -303,26 +306,28 @@ def interactive_shell(pid: int) -> str | None:
 
 
 def is_flood(count_new: Callable[[], int], before: int, budget: int, pids_limit: int,
-             watch_s: float = RUNAWAY_WATCH_S) -> bool:
+             watch_s: float = RUNAWAY_WATCH_S, still_s: float = RUNAWAY_STILL_S) -> bool:
     """Whether what the last command left running is a flood to kill (a fork bomb).
 
     ``count_new()`` counts the processes the command left (those not there before it);
     ``before`` is how many were there. What it left is watched while it grows: a fork bomb
     doubles every few ms, a server started with ``&`` stays put. A flood: more than
-    ``budget`` new processes, or 90% of ``pids_limit`` reached. Not one: none left, or the
-    count stable over three looks 15 ms apart (a busy machine forks slowly), or
-    ``watch_s`` passed.
+    ``budget`` new processes, or 90% of ``pids_limit`` reached. Not one: none left, or no
+    growth for ``still_s`` (longer than a CPU-limited box can be held still: a CFS period is
+    100 ms, so a bomb under ``cpus=`` may stand still for most of one), or ``watch_s`` passed.
     """
-    deadline = time.monotonic() + watch_s
-    seen, still = 0, 0
+    start = time.monotonic()
+    deadline = start + watch_s
+    seen, grew_at = 0, start
     while True:
         new = count_new()
         if not new:
             return False
         if new > budget or new + before >= pids_limit * 9 // 10:
             return True
-        still = still + 1 if new <= seen else 0
-        if still >= 3 or time.monotonic() > deadline:
+        now = time.monotonic()
+        if new > seen:
+            seen, grew_at = new, now
+        elif now - grew_at >= still_s or now > deadline:
             return False
-        seen = max(seen, new)
         time.sleep(0.015)

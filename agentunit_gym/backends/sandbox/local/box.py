@@ -176,6 +176,7 @@ class _BoxProcesses(Sandbox):
     _root: Path | None  # our temp dir: one sub-dir per box
     _etc: Path | None  # the /etc template (shared by the process's sandboxes)
     _cgroup: BoxCgroup | None
+    _pids_refused_seen: int  # forks the pids limit had refused at the last command's end
     _disk_bounded: bool  # each box's dir is a tmpfs of `disk` bytes (box_tmpfs)
     _limits_off: dict[str, str]
     _prlimit: str | None

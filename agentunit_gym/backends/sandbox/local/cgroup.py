@@ -246,6 +246,21 @@ class BoxCgroup:
                 return int(value)
         return -1
 
+    def pids_refused(self) -> int:
+        """How many forks this cgroup's pids limit has refused so far (-1: unknown)."""
+        path = self.dirs.get("pids")
+        if path is None:
+            return -1
+        try:
+            text = (path / "pids.events").read_text()
+        except OSError:
+            return -1
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max" and value.strip().isdigit():
+                return int(value)
+        return -1
+
     def pids(self) -> list[int]:
         """Every process in the cgroup (any of its dirs)."""
         found: set[int] = set()

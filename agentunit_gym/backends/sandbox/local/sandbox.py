@@ -165,6 +165,7 @@ class LocalSandbox(_WarmSpare):
         self._root: Path | None = None  # our temp dir: one sub-dir per box
         self._etc: Path | None = None  # the /etc template (shared by the process's sandboxes)
         self._cgroup: cgroup.BoxCgroup | None = None
+        self._pids_refused_seen = 0  # the cgroup is made on start, with none refused
         self._disk_bounded = False  # each box's dir is a tmpfs of `disk` bytes (box_tmpfs)
         self._limits_off: dict[str, str] = {}
         self._prlimit: str | None = None

@@ -279,8 +279,16 @@ class _AgentShell(_Files):
         """
         if self.mechanism == "none" or not before:
             return
-        if not is_flood(lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget,
-                        self.pids_limit):
+        # A fork the pids limit refused since the last look is a flood whatever the count says:
+        # a bomb at the limit stands still in bash's fork retries, below the runaway budget.
+        refused = self._refused_forks()
+        if refused > self._pids_refused_seen >= 0:
+            if not self._ns_pids(box) - before:  # refused to a one-off command (run()), not this one
+                self._pids_refused_seen = refused
+                return
+        elif not is_flood(lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget,
+                          self.pids_limit):
+            self._pids_refused_seen = refused
             return
         assert box.ns_pid is not None
         try:
@@ -307,7 +315,12 @@ class _AgentShell(_Files):
             time.sleep(0.002)
         if box.shell is not None:  # what the killed processes printed ("fork: retry: ...") is noise now
             self._discard_pending(box.shell)
+        self._pids_refused_seen = self._refused_forks()  # the bomb's last forks, refused while it died
         capture.note(runaway_note(len(killed), self.runaway_budget))
+
+    def _refused_forks(self) -> int:
+        """Forks the box's pids limit has refused so far (-1: no pids cgroup here)."""
+        return self._cgroup.pids_refused() if self._cgroup is not None else -1
 
     @staticmethod
     def _send(shell: _Shell, command: str) -> None:
