@@ -67,7 +67,10 @@ def make_pairs(output: Path, per_goal: int) -> int:
 
 def type_reward(desired: Iterable[str], purchased: Iterable[str], query_match: bool,
                 category_match: bool) -> tuple[float, float]:
-    """``(r_type, title_score)`` as WebShop's ``get_type_reward`` computes them from noun lists."""
+    """``(r_type, title_score)`` as WebShop's ``get_type_reward`` computes them from noun lists.
+
+    The same rule as ``agentunit_gym.backends.shop.reward.type_reward``, restated on noun lists
+    because ``compare`` runs in a spaCy environment that need not have agentunit-gym installed."""
     wanted, have = list(desired), set(purchased)
     title_score = 0.2 if not wanted else len(have & set(wanted)) / len(wanted)
     r_type = 1.0

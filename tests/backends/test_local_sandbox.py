@@ -33,7 +33,7 @@ from agentunit_gym.backends.sandbox.local import (
     detect_isolation,
 )
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, IsolationError
-from tests.backends.sandbox_conformance import count_procs
+from tests.backends.sandbox_conformance import SPAWN_UNTIL_REFUSED, count_procs
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -306,20 +306,6 @@ def require_process_limit(sb: LocalSandbox) -> None:
     info = sb.box_info()
     if info is not None and info.process_limit == "none":
         pytest.skip("no writable pids cgroup and no prlimit: no process limit applies (see docs)")
-
-
-SPAWN_UNTIL_REFUSED = """
-import subprocess
-procs = []
-try:
-    for _ in range(100):
-        procs.append(subprocess.Popen(["sleep", "60"]))
-    print("all", len(procs))
-except OSError as exc:
-    print("refused", len(procs), exc.errno)
-for p in procs:
-    p.kill()
-"""
 
 
 def test_pids_limit_holds(sandbox: LocalSandbox) -> None:
