@@ -82,3 +82,26 @@ def test_without_grammar_closes_up_and_refuses_a_paraphrase() -> None:
     assert without_grammar("GRAMMAR\n\nTask: x", "GRAMMAR") == "Task: x"
     with pytest.raises(ConfigError, match="verbatim"):
         without_grammar("Intro. Reply like so.", "GRAMMAR")
+
+
+def test_a_batch_of_copies_in_tool_calls_only_mode_takes_calls_and_answers_garbage() -> None:
+    # A trainer's batch: 4 copies in a gymnasium vector env, half the replies garbage. The calls
+    # run, prose and junk get the no-call answer, nobody's episode ends, every step is counted.
+    def make() -> gym.Env[str, str]:
+        env = _env("db")
+        agent_env(env).require_tool_calls()
+        return env
+
+    call = '{"name": "execute_sql", "arguments": {"query": "SELECT 1;"}}'
+    envs = gym.vector.SyncVectorEnv([make] * 4)
+    try:
+        envs.reset(seed=0)
+        for _ in range(2):
+            obs, rewards, terminated, truncated, info = envs.step((call, "Action: Operation\n```sql\nSELECT 1;\n```",
+                                                                    "\x00\ufffd{{", call))
+            assert [o == NO_CALL_FEEDBACK for o in obs] == [False, True, True, False]
+            assert [i or "" for i in info["action_error"]["issue"]] == ["", "no_call", "no_call", ""]
+            assert not terminated.any() and not truncated.any() and rewards.tolist() == [0.0] * 4
+        assert info["step"].tolist() == [2, 2, 2, 2]
+    finally:
+        envs.close()
