@@ -8,8 +8,9 @@ sized: ~50), run one agent statement, compute the AgentBench table hash, drop ev
   empty database, agent connection) kept ready by a worker thread, and an ended episode's
   account renewed there for a later one (session reset, database dropped and created again).
 - ``mysql_named``: the same with a database name given per episode, as AgentBench's tasks do
-  (the spare's user and connection are used, the named database created on the spot; the
-  account is dropped after, not renewed).
+  (the spare's user and connection are used, the named database created on the spot and the
+  user's grant moved to it; after, the worker revokes it, drops the database and gives the
+  account its own empty database back: renewed too).
 - ``mysql_no_spares``: the same backend with ``spares=0``: every account made and dropped
   inside the episode (the behaviour before issue 24).
 - ``sqlite``: the embedded backend (a private in-memory database per episode).

@@ -175,6 +175,49 @@ def test_database_objects_go_with_the_database(mysql: MySQLBackend) -> None:
         db.close()
 
 
+def test_a_named_episodes_account_comes_back_without_any_right_on_that_name(mysql: MySQLBackend) -> None:
+    first = mysql.open_episode([T], database="reuse_named")
+    user, connection_id = first.user, first.connection_id
+    # The server gives the creator of a routine rights on it (automatic_sp_privileges): the
+    # renewal revokes every right of the account, not only its grant on the database.
+    assert first.execute("CREATE PROCEDURE p() SELECT 'secret'").ok
+    assert first.execute("SET @mine = 1").ok
+    first.close()
+    # A later episode of the same name, on another account, with a routine of the same name.
+    second = mysql.open_episode([T], database="reuse_named")
+    try:
+        assert second.user != user
+        assert second.execute("INSERT INTO t VALUES ('3', 'second''s row')").ok
+        assert second.execute("CREATE PROCEDURE p() SELECT b FROM t WHERE a = '3'").ok
+        for _ in range(4):
+            mysql.settle()
+            db = mysql.open_episode([T])
+            if db.user == user:
+                break
+            db.close()
+        else:
+            raise AssertionError(f"the account {user} did not come back within 4 episodes")
+        try:
+            assert db.connection_id == connection_id  # renewed, not made again
+            assert admin_rows(mysql, f"SELECT COUNT(*) FROM mysql.procs_priv WHERE User = '{db.params.user}'") \
+                == [(0,)]
+            # The session was moved off the name: a session keeps the rights it had on its
+            # default database, so left there it would read and write the second episode's.
+            assert db.name != "reuse_named" and db.execute("SELECT DATABASE()").rows == ((db.name,),)
+            assert db.execute("SELECT b FROM t").rows == (("x",), (None,))
+            assert db.execute("SELECT @mine").rows == ((None,),)
+            assert "denied" in (db.execute("SELECT * FROM reuse_named.t").error or "")
+            assert "denied" in (db.execute("CALL reuse_named.p()").error or "")
+            assert "denied" in (db.execute("USE reuse_named").error or "")
+            grants = [row[0] for row in db.execute("SHOW GRANTS").rows]
+            assert len(grants) == 2 and "reuse" not in " ".join(grants)
+            assert db.execute("SHOW TABLES").rows == (("t",),)
+        finally:
+            db.close()
+    finally:
+        second.close()
+
+
 def test_reused_accounts_leave_nothing_on_a_dsn_server() -> None:
     with tcp_mariadb() as (dsn, _container):
         conn = connect(parse_dsn(dsn))

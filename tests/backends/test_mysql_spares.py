@@ -132,7 +132,7 @@ def test_the_episode_is_the_spare_and_reaches_only_its_own_database(mysql: MySQL
 
 
 @pytest.mark.docker
-def test_a_named_episode_takes_the_spare_user_without_the_spare_database(mysql: MySQLBackend) -> None:
+def test_a_named_episode_takes_the_spare_user_and_cannot_reach_its_home(mysql: MySQLBackend) -> None:
     mysql.settle()
     spare_dbs, spare_users = mysql.spare_names()
     spare_db, spare_user = spare_dbs[0], spare_users[0]
@@ -142,12 +142,23 @@ def test_a_named_episode_takes_the_spare_user_without_the_spare_database(mysql: 
         assert db.execute("SELECT DATABASE()").rows == (("cities_named",),)
         grants = " ".join(row[0] for row in db.execute("SHOW GRANTS").rows)
         assert "cities\\_named" in grants and spare_db.replace("_", "\\_") not in grants
-        assert db.execute(f"CREATE DATABASE `{spare_db}`").error is not None  # the old grant is gone
-        mysql.settle()
+        # The account's home stays on the server, empty, out of the agent's reach.
+        assert "denied" in (db.execute(f"CREATE TABLE `{spare_db}`.x (a INT)").error or "")
+        assert "denied" in (db.execute(f"USE `{spare_db}`").error or "")
         databases = {row[0] for row in db.admin_query("SHOW DATABASES").rows}
-        assert spare_db not in databases and "cities_named" in databases
+        assert spare_db in databases and "cities_named" in databases
+        assert db.admin_query(f"SHOW TABLES FROM `{spare_db}`").rows == ()
     finally:
         db.close()
+    mysql.settle()
+    # Renewed: the account is a spare again, on its home; the named database is gone.
+    dbs, users = mysql.spare_names()
+    assert (spare_db, spare_user) in set(zip(dbs, users, strict=True))
+    conn = connect(mysql.admin_connect_params())
+    with conn.cursor() as cur:
+        cur.execute("SHOW DATABASES LIKE 'cities\\_named'")
+        assert cur.fetchall() == ()
+    conn.close()
 
 
 @pytest.mark.docker

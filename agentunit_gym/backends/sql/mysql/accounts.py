@@ -86,6 +86,14 @@ class Account:
     made_at: float
     limit: float | None = None
     """The statement time limit set on ``conn`` (None: none of ours)."""
+    home: str = ""
+    """The account's own database, made with it under a unique name (``""``: :attr:`database`).
+    A task that names its database moves the grant from home to that name for one episode;
+    home stays, empty, and the grant goes back to it when the account is renewed."""
+
+    def __post_init__(self) -> None:
+        if not self.home:
+            self.home = self.database
 
 
 def create_account(admin: Any, params: ConnectParams, dialect: Dialect, database: str, *,
@@ -190,19 +198,35 @@ def reset_session(conn: Any, dialect: Dialect, limit: str | None = None) -> None
 
 
 def renew_account(admin: Any, account: Account, dialect: Dialect, limit: str | None) -> Account:
-    """Make an ended episode's account ready for the next one: its session reset
-    (:func:`reset_session`, first, so the agent holds no lock the drop would wait for), its
-    database dropped and created again, empty, under the same name (the grant on the name
-    survives the drop; nothing else of the old one does). ``limit``: the ``SET`` of the
-    account's :attr:`Account.limit`, sent with the reset.
+    """Make an ended episode's account ready for the next one, its session reset first
+    (:func:`reset_session`, so the agent holds no lock the drop would wait for). ``limit``:
+    the ``SET`` of the account's :attr:`Account.limit`, sent with the reset.
+
+    - Its own database (an unnamed episode): dropped and created again, empty, under the
+      same name (the grant on the name survives the drop; nothing else of the old one does).
+    - A database the task named: every privilege of the account revoked (the one on that
+      name, and any the server gave it on the agent's routines there), the database dropped,
+      the grant given back on the account's home (:attr:`Account.home`, empty since the
+      account was made) and the session moved there: the account can never reach a later
+      episode's database of that name.
 
     Raises:
         pymysql.err.MySQLError: a statement failed; the caller drops the account instead.
     """
     reset_session(account.conn, dialect, limit)
     name = quote_mysql_identifier(account.database)
-    run_batch(admin, [f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} {dialect.database_options}"])
-    return replace(account, made_at=time.monotonic(), limit=account.limit if limit is not None else None)
+    if account.database == account.home:
+        run_batch(admin, [f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} {dialect.database_options}"])
+    else:
+        run_batch(admin, [f"REVOKE ALL PRIVILEGES, GRANT OPTION FROM {account.account}",
+                          f"DROP DATABASE IF EXISTS {name}",
+                          f"GRANT ALL PRIVILEGES ON {quote_mysql_identifier(grant_pattern(account.home))}.* "
+                          f"TO {account.account}"])
+        # The session's rights on its default database are looked up when it changes:
+        # change it now, so nothing of the named database's stays with the session.
+        account.conn.select_db(account.home)
+    return replace(account, database=account.home, made_at=time.monotonic(),
+                   limit=account.limit if limit is not None else None)
 
 
 def restore_password_sql(account: str, password: str) -> str:
@@ -214,7 +238,8 @@ def restore_password_sql(account: str, password: str) -> str:
 def undo_account(admin: Any, account: Account | None, created: str | None) -> None:
     """Best-effort cleanup of a half-created episode on ``admin`` (None: the connection was
     lost): its account (and the spare's own database) and the database created for it."""
-    databases = [name for name in (account.database if account else None, created) if name is not None]
+    databases = [name for name in (*((account.database, account.home) if account else ()), created)
+                 if name is not None]
     if account is not None:
         close_quietly(account.conn)
     if admin is None:

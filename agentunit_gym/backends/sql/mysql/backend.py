@@ -307,10 +307,8 @@ class MySQLBackend(SQLBackend):
                         account = create_account(sessions.loader, self._params, self.dialect, name,
                                                  create_database=False)
                     elif spare_database != name:
-                        account.conn.select_db(name)
+                        account.conn.select_db(name)  # its home stays, empty, for when it is renewed
                         account.database = name
-                        if self._pool is not None and spare_database is not None:
-                            self._pool.drop_later(None, [spare_database])
             except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
                 if isinstance(exc, pymysql.err.MySQLError) and is_connection_error(exc):
                     self._close_admin()  # the next open_episode reconnects (or restarts the server)
@@ -326,7 +324,8 @@ class MySQLBackend(SQLBackend):
             sessions.used_at = time.monotonic()
             episode = MySQLEpisode(self, name, account.account, Session(account.conn, self.flavor, account.limit),
                                    self._generation, account.params)
-            episode.reusable = database is None  # the account's grant is on its own database's name
+            # Renewable unless it was made here for a named database (then that name is its home).
+            episode.home = account.home if self._pool is not None and account.home != database else None
             self._episodes[name] = episode
             return episode
 
@@ -338,8 +337,8 @@ class MySQLBackend(SQLBackend):
 
     def drop_episode(self, episode: MySQLEpisode, conn: Any) -> None:
         """Forget ``episode``; give its account and connection ``conn`` back to the worker to
-        renew (an unnamed database), or close ``conn`` and drop its user and database (on
-        the worker when there is one).
+        renew, or close ``conn`` and drop its user and databases (on the worker when there
+        is one).
 
         Raises:
             BackendError: without a worker, the server refused the drop.
@@ -349,7 +348,8 @@ class MySQLBackend(SQLBackend):
             if self._episodes.get(episode.name) is episode:
                 del self._episodes[episode.name]
             current = episode._generation == self._generation  # else its server was replaced
-            if not (current and conn is not None and episode.reusable and self._pool is not None):
+            renew = current and conn is not None and episode.home is not None and self._pool is not None
+            if not renew:
                 close_quietly(conn)
             if not current:
                 return
@@ -357,11 +357,12 @@ class MySQLBackend(SQLBackend):
                 self._admin_db = None  # the admin's default database is about to go
             if self._pool is not None:
                 self._pool.refill()  # first: the account given back is one more, renewed while two episodes run
-                if conn is not None and episode.reusable:
+                if renew:
                     self._pool.give_back(Account(episode.user, episode.params, episode.name, conn, 0.0,
-                                                 episode.last_timeout))
+                                                 episode.last_timeout, home=episode.home or ""))
                 else:
-                    self._pool.drop_later(None, [episode.name], user=episode.user)
+                    self._pool.drop_later(None, list(dict.fromkeys([episode.name, episode.home or episode.name])),
+                                          user=episode.user)
                 return
             if self._sessions is None:
                 logger.warning("could not drop episode database %r: the connection to %s was lost", episode.name,

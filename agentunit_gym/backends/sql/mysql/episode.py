@@ -79,10 +79,11 @@ class MySQLEpisode(EpisodeDatabase):
         self.user = user
         self.params = params
         """How to log in as the episode's user."""
-        self.reusable = False
+        self.home: str | None = None
+        """The account's own database when the account may serve another episode once renewed
+        (:func:`.accounts.renew_account`); None: it is dropped with this episode."""
         self.last_timeout: float | None = None
         """The time limit of the agent's last statement (a renewed account's session gets it)."""
-        """Whether the account may serve another episode (its grant is on this database's name)."""
         self._backend = backend
         self._session: Session | None = session
         self._generation = generation

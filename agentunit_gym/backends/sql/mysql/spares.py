@@ -7,7 +7,9 @@ admin connection, while the env runs the current episode (as the local sandbox s
 warm spare), and drops ended episodes there too, the way the local sandbox deletes an old
 box's files in the background. An ended episode of an unnamed database gives its account
 back (:meth:`SparePool.give_back`): the worker resets the session and empties the database
-(:mod:`.accounts`), so back-to-back episodes make no user, grant or login at all. Isolation is
+(:mod:`.accounts`), so back-to-back episodes make no user, grant or login at all. An episode
+of a database its task named gives its account back too: the worker revokes the account's
+privileges, drops that database and grants the account its own (empty) one again. Isolation is
 unchanged: a spare's user can reach only the spare's own database, and a database is dropped
 only after its user (and so the agent) can no longer reach it, or, renewed, after the
 session that used it was reset.
@@ -84,7 +86,7 @@ class SparePool:
         self._describe = describe
         self._lock = threading.Lock()
         self._ready: deque[Future[Account]] = deque()
-        self._drops: dict[str, Future[None]] = {}
+        self._drops: dict[str, Future[Any]] = {}
         self._pending: set[Future[Any]] = set()
         self._late: list[Future[Account]] = []  # spares whose taker gave up waiting
         self._backlog: list[tuple[str | None, list[str]]] = []  # ended accounts not yet handed to the worker
@@ -141,11 +143,12 @@ class SparePool:
             self._flush()
 
     def give_back(self, account: Account) -> None:
-        """Take back an ended episode's account, whose grant binds it to its own database:
-        the worker resets its session and empties its database (:func:`.accounts.renew_account`),
-        and it is a spare again (one more than the pool's size at most, so that a pool of one
-        reuses too; past that it is dropped). If renewing fails, the worker drops it and makes
-        a new account in its place."""
+        """Take back an ended episode's account: the worker resets its session and empties its
+        database, or gives it its home back after a named database
+        (:func:`.accounts.renew_account`), and it is a spare again (one more than the pool's
+        size at most, so that a pool of one reuses too; past that it is dropped). If renewing
+        fails, the worker drops it and makes a new account in its place."""
+        databases = list(dict.fromkeys([account.database, account.home]))
         with self._lock:
             keep = not self._closed and len(self._ready) <= self._size
             if keep:
@@ -156,10 +159,14 @@ class SparePool:
                 else:
                     self._pending.add(future)
                     self._ready.append(future)
+                    if account.database != account.home:
+                        self._drops[account.database] = future  # wait_dropped waits for the renewal
         if not keep:
-            self.drop_later(account, [account.database])
+            self.drop_later(account, databases)
             return
         future.add_done_callback(self._done)
+        if account.database != account.home:
+            future.add_done_callback(lambda done: self._forget_drop(done, [account.database]))
 
     def _flush(self) -> None:
         """Hand the backlog of drops to the worker, as one batch."""
@@ -272,7 +279,7 @@ class SparePool:
         with self._lock:
             self._pending.discard(future)
 
-    def _forget_drop(self, future: Future[None], databases: list[str]) -> None:
+    def _forget_drop(self, future: Future[Any], databases: list[str]) -> None:
         with self._lock:
             for database in databases:
                 if self._drops.get(database) is future:
@@ -343,7 +350,7 @@ class SparePool:
         except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
             logger.debug("could not renew episode account %s (%s); making a new one", account.account, exc)
         close_quietly(account.conn)
-        self._drop([account.account], [account.database])
+        self._drop([account.account], list(dict.fromkeys([account.database, account.home])))
         return self._make()
 
     def _drop(self, accounts: list[str], databases: list[str]) -> None:
