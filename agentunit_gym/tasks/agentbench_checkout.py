@@ -251,21 +251,38 @@ class TaskModule:
 
 
 def _single_assignments(function: ast.AST) -> dict[str, ast.expr]:
-    """The names assigned exactly once in ``function`` (plain ``name = value``), with their values."""
+    """The names assigned exactly once in ``function`` (plain ``name = value``), with their values.
+
+    Every binding counts: unpacking (``page, reward = env.step(a)``, as AgentBench's loops do),
+    ``for`` and ``with`` targets, augmented and annotated assignments, ``:=``. A name bound more
+    than once holds more than one value, so it is a slot, not its first value."""
     values: dict[str, ast.expr] = {}
     counts: dict[str, int] = {}
     for node in ast.walk(function):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
             targets = [node.target]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
         for target in targets:
-            if isinstance(target, ast.Name):
-                counts[target.id] = counts.get(target.id, 0) + 1
-                if isinstance(node, ast.Assign):
-                    values[target.id] = node.value
+            for name in _bound_names(target):
+                counts[name] = counts.get(name, 0) + 1
+            if isinstance(node, ast.Assign) and isinstance(target, ast.Name):
+                values[target.id] = node.value
     return {name: value for name, value in values.items() if counts[name] == 1}
+
+
+def _bound_names(target: ast.expr) -> list[str]:
+    """The names an assignment target binds (``a``, ``a, (b, *c)``); none for ``x.y`` or ``x[i]``."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _bound_names(element)]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return []
 
 
 __all__ = ["TASKS_DIR", "Injected", "Slot", "TaskModule", "Template", "find_checkout", "is_checkout",

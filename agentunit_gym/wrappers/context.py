@@ -31,6 +31,7 @@ from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError, MissingDependencyError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
+from agentunit_gym.wrappers.conversation import CHAT_HEAD_KEY
 from agentunit_gym.wrappers.info import add_flags, agent_env, reset_info, skipped_step_info, step_info
 
 
@@ -170,12 +171,15 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     """End the episode with ``CONTEXT_LIMIT`` when the conversation would overflow the agent's context.
 
     The conversation is the prompt, every reply and every observation, each message costing
-    ``message_overhead`` tokens more (chat formats wrap messages in role markers). When the
+    ``message_overhead`` tokens more (chat formats wrap messages in role markers). Under a
+    benchmark's opening (:class:`~agentunit_gym.wrappers.conversation.StartConversation`,
+    ``--protocol agentbench`` with a checkout) the opening turns in ``info["chat_head"]``
+    (instructions, acknowledgement, one-shot) count too, each a message, before the task turn. When the
     observation a step produced would push the total past ``max_tokens``, the episode ends
     (CLE, ``truncated=True``): the agent could not read it. ``info["context_tokens"]`` holds
     the running total (without the overflowing observation); ``info["context_counter"]``
     the counter's name. A prompt that alone overflows ends the episode at the first step,
-    without running the reply.
+    without running the reply; so do opening turns that overflow with it.
 
     Example::
 
@@ -209,6 +213,7 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self.message_overhead = message_overhead
         self._tokens = 0
         self._prompt_overflows = False
+        self._opening = False
         self._last_observation = ""
 
     @property
@@ -221,7 +226,9 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     ) -> tuple[str, WrappedResetInfo]:
         observation, raw = self.env.reset(seed=seed, options=options)
         info = reset_info(raw)
-        self._tokens = self._cost(observation)
+        head = raw.get(CHAT_HEAD_KEY) or ()
+        self._opening = bool(head)
+        self._tokens = sum(self._cost(str(message.get("content") or "")) for message in head) + self._cost(observation)
         self._prompt_overflows = self._tokens > self.max_tokens
         self._last_observation = observation
         info["context_tokens"] = self._tokens
@@ -235,11 +242,12 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         base = agent_env(self.env)
         if self._prompt_overflows and base.finish_reason is None and base.task is not None:
             task_id = base.task.id
+            what = "the opening turns and the task turn take" if self._opening else "the prompt takes"
             skipped = skipped_step_info(base.steps, task_id, base.max_steps, "the prompt alone overflows the context",
                                         backend_limits_off=base.backend_limits_off)
             ended = self.end_episode_here(
-                FinishReason.CONTEXT_LIMIT,
-                f"the prompt takes {self._tokens} tokens, more than the context of {self.max_tokens}", skipped)
+                FinishReason.CONTEXT_LIMIT, f"{what} {self._tokens} tokens, more than the context of {self.max_tokens}",
+                skipped)
             self._mark(skipped)
             return self._last_observation, ended or 0.0, False, True, skipped
         self._tokens += self._cost(action)

@@ -122,8 +122,8 @@ def test_a_checkout_laid_out_otherwise_is_a_typed_error_naming_the_file(tmp_path
     kg.write_text(kg.read_text() + "\nONE_SHOT = list(ONE_SHOT)\n")
     with pytest.raises(AgentBenchCheckoutError, match="a literal value of ONE_SHOT"):
         scripted_conversation("kg", "agentbench", str(copy))
-    with pytest.raises(AgentBenchCheckoutError, match="the function start_sample"):
-        TaskModule(copy, "os_interaction/task.py").injected("start_sample")
+    with pytest.raises(AgentBenchCheckoutError, match=r"the function _judge\(\)"):
+        TaskModule(copy, "webshop/__init__.py").injected("_judge")  # the OS module's loop, not the shop's
 
 
 def _answer_empty(body: dict[str, Any]) -> dict[str, Any]:

@@ -158,3 +158,34 @@ def test_bad_options() -> None:
         LimitContext(ToyEnv(), max_tokens=0)
     with pytest.raises(ConfigError, match="message_overhead must be"):
         LimitContext(ToyEnv(), max_tokens=10, message_overhead=-1)
+
+
+def _first_observation(task: Any, first_observation: str) -> tuple[str, ...]:
+    return (first_observation,)
+
+
+def test_the_opening_turns_of_a_scripted_conversation_count() -> None:
+    # --protocol agentbench: the agent reads the instructions, the acknowledgement and the
+    # one-shot (info["chat_head"]) before the task turn; all of them fill its context.
+    from agentunit_gym.core.conversation import ScriptedConversation
+    from agentunit_gym.tasks.agentbench_checkout import Slot, Template
+    from agentunit_gym.wrappers.conversation import StartConversation
+
+    head = (("user", "I" * 30), ("assistant", "ok"), ("user", "shot question"), ("assistant", "shot reply"))
+    conversation = ScriptedConversation(head, Template(("Q: ", Slot(0))), _first_observation, "test")
+    env = LimitContext(StartConversation(ToyEnv(max_steps=10), conversation), max_tokens=80, counter=CharCounter(),
+                       message_overhead=1)
+    obs, info = env.reset(options={"task_id": "t1"})
+    assert obs == "Q: Task: Say 42."
+    # Head 31 + 3 + 14 + 11 = 59, the task turn 16 + 1: 76.
+    assert info["context_tokens"] == 76
+    # Reply "Act: echo(a)" (12+1) alone brings it to 89 > 80: its observation cannot be read.
+    _, _, term, trunc, info = env.step("Act: echo(a)")
+    assert (term, trunc) == (False, True) and info["finish_reason"] is FinishReason.CONTEXT_LIMIT
+    # A head that alone overflows ends the episode at the first step, the reply not run.
+    env = LimitContext(StartConversation(ToyEnv(), conversation), max_tokens=60, counter=CharCounter(),
+                       message_overhead=1)
+    env.reset(options={"task_id": "t1"})
+    _, _, term, trunc, info = env.step("Act: answer(42)")
+    assert (term, trunc) == (False, True) and info["reply_class"] == "skipped"
+    assert "the opening turns and the task turn take 76 tokens" in info["finish_detail"]
