@@ -165,7 +165,7 @@ class EpisodeEngine:
         if packet.kind == "task_error":
             record_task_error(slot, packet.error, self.agent_label, sink)
             return
-        slot.info, slot.observation = dict(packet.info), observation
+        slot.info, slot.observation = dict(packet.reset_info()), observation
         try:
             await reset_agent_async(slot.agent, slot.info, self.agent_pool)
         except Exception as exc:  # noqa: BLE001 - any agent failure ends its episode, never the run
@@ -185,7 +185,7 @@ class EpisodeEngine:
                 finish(slot, packet, self.agent_label, sink)
             else:
                 slot.observation = observation
-                slot.info = {**slot.info, **packet.info}
+                slot.info = {**slot.info, **packet.step_info()}
 
     async def _reply(self, slot: Slot) -> str:
         """The agent's reply; on a failure or past the deadline, sets ``slot.abort`` and returns ""."""
