@@ -95,7 +95,9 @@ def test_the_example_reader_tells_a_doctest_from_prose(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", [m for m in MODULES if m not in NEEDS_DOCKER])
 def test_examples_run(name: str) -> None:
-    _run(name)
+    results = _run(name)
+    source = Path(importlib.import_module(name).__file__ or "").read_text(encoding="utf-8")
+    assert results.attempted > 0 or ">>>" not in source, f"{name} holds '>>>' but no example doctest could find"
 
 
 def test_a_broken_example_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
