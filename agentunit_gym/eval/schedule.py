@@ -134,13 +134,18 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
     :meth:`abort_episode`). The trace comes from ``info["trace"]`` when the stack records one
     (``RecordTrace``), else this wrapper builds one with the same trace builder.
 
-    Example::
-
-        env = ScheduleEpisodes(make_eval_env("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0")
-        env.assignment = Assignment(task_id="db-001", seed=1, key="k")
-        obs, info = env.reset()
-        env.pending_abort = Abort(FinishReason.TASK_LIMIT, "wall-clock limit reached")
-        obs, reward, terminated, truncated, info = env.step("")  # info["packet"].trace ends as TLE
+    Example:
+        >>> import agentunit_gym
+        >>> env = ScheduleEpisodes(agentunit_gym.make_eval_env("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0")
+        >>> env.assignment = Assignment(task_id="db-weather-03", seed=1, key="k")
+        >>> obs, info = env.reset()
+        >>> info["packet"].kind, info["packet"].reset_info()["seed"]
+        ('reset', 1)
+        >>> env.pending_abort = Abort(FinishReason.TASK_LIMIT, "wall-clock limit reached")
+        >>> obs, reward, terminated, truncated, info = env.step("")  # not run: the abort ends the episode
+        >>> truncated, info["packet"].step_info()["aborted"], info["packet"].trace.finish_reason.abbreviation
+        (True, True, 'TLE')
+        >>> env.close()
     """
 
     def __init__(self, env: gym.Env[str, str], env_id: str) -> None:
