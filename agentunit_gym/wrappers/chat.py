@@ -50,7 +50,8 @@ class ChatMessages(gym.Wrapper[list[dict[str, Any]], str, str, str], gym.utils.R
         >>> messages, info = env.reset(seed=0)   # [system, (example ...), user: the task]
         >>> messages[0]["role"], messages[-1]["role"]
         ('system', 'user')
-        >>> messages, reward, terminated, truncated, info = env.step('{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}')
+        >>> messages, reward, terminated, truncated, info = env.step(
+        ...     '{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}')
         >>> messages[-2]["tool_calls"][0]["function"]["name"], messages[-1]["role"], messages[-1]["content"]
         ('execute_sql', 'tool', '[(1,)]')
         >>> env.close()
