@@ -93,7 +93,7 @@ class Packet:
     >>> Packet("idle").step_info()
     Traceback (most recent call last):
     ...
-    agentunit_gym.errors.EpisodeStateError: a idle packet carries no step info (only a step packet does).
+    agentunit_gym.errors.EpisodeStateError: a packet of kind 'idle' carries no step info (only a step packet does).
     """
 
     kind: PacketKind
@@ -108,7 +108,7 @@ class Packet:
             EpisodeStateError: the packet is of another kind.
         """
         if self.kind != "reset":
-            raise EpisodeStateError(f"a {self.kind} packet carries no reset info (only a reset packet does).")
+            raise EpisodeStateError(f"a packet of kind {self.kind!r} carries no reset info (only a reset packet does).")
         return cast(EvalResetInfo, self.info)
 
     def step_info(self) -> EvalStepInfo:
@@ -118,7 +118,7 @@ class Packet:
             EpisodeStateError: the packet is of another kind.
         """
         if self.kind != "step":
-            raise EpisodeStateError(f"a {self.kind} packet carries no step info (only a step packet does).")
+            raise EpisodeStateError(f"a packet of kind {self.kind!r} carries no step info (only a step packet does).")
         return cast(EvalStepInfo, self.info)
 
 
