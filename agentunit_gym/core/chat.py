@@ -16,14 +16,22 @@ A conversation has a *style*, the same values as the agent's ``OpenAIConfig.mode
   answers it a ``tool`` message with its ``tool_call_id``; any other reply stays a text
   message, answered by a user message.
 
-Example::
+Example:
 
-    chat = ChatTranscript("tools")
-    chat.start(info)                       # system (+ worked example)
-    chat.add_observation(observation)      # the task, as a user message
-    chat.add_reply('{"name": "bash", "arguments": {"script": "ls"}}')
-    chat.add_observation("a.txt")          # {"role": "tool", "tool_call_id": "call_0", ...}
-    chat.messages
+    >>> import gymnasium as gym, agentunit_gym
+    >>> env = gym.make("AgentUnit/DB-v0", backend="sqlite")
+    >>> observation, info = env.reset(options={"task_id": "db-weather-03"})
+    >>> chat = ChatTranscript("tools", examples=False)
+    >>> _ = chat.start(info)                   # the system message (examples=True: + the worked example)
+    >>> _ = chat.add_observation(observation)  # the task, as a user message
+    >>> chat.add_reply('{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}')
+    {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'call_0', 'type': 'function',
+     'function': {'name': 'execute_sql', 'arguments': '{"query": "SELECT 1"}'}}]}
+    >>> chat.add_observation("[(1,)]")         # the answer to the call
+    {'role': 'tool', 'tool_call_id': 'call_0', 'content': '[(1,)]'}
+    >>> [message["role"] for message in chat.messages]
+    ['system', 'user', 'assistant', 'tool']
+    >>> env.close()
 """
 
 from __future__ import annotations
@@ -140,12 +148,18 @@ class ChatTranscript:
             agent does, except when the env shows another release's tool names:
             ``info["protocol_tools"]``).
 
-    Example::
-
-        chat = ChatTranscript("react")
-        chat.start(info)
-        chat.add_observation(observation)
-        chat.add_reply("Think: look.\\nAct: bash ...")
+    Example:
+        >>> import gymnasium as gym, agentunit_gym
+        >>> env = gym.make("AgentUnit/DB-v0", backend="sqlite")
+        >>> observation, info = env.reset(options={"task_id": "db-weather-03"})
+        >>> chat = ChatTranscript("react")
+        >>> _ = chat.start(info)               # the system message with the grammar, then the worked example
+        >>> _ = chat.add_observation(observation)
+        >>> chat.add_reply("Think: look.\\nAction: Operation\\n```sql\\nSELECT 1\\n```")
+        {'role': 'assistant', 'content': 'Think: look.\\nAction: Operation\\n```sql\\nSELECT 1\\n```'}
+        >>> [message["role"] for message in chat.messages][:3], chat.messages[-2]["role"]
+        (['system', 'user', 'assistant'], 'user')
+        >>> env.close()
     """
 
     def __init__(self, style: ChatStyle = "react", *, examples: bool = True) -> None:

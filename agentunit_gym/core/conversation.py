@@ -8,7 +8,7 @@ each domain builds one of these from the checkout
 :class:`~agentunit_gym.wrappers.conversation.StartConversation` hands it to the agent: the
 opening turns as ``info["chat_head"]`` and the task turn as the first observation.
 
-Example::
+Example (not run: it needs an AgentBench checkout)::
 
     conversation = get_domain("kg").protocols["agentbench"].conversation(Path("AgentBench"))
     conversation.messages()[:2]      # [{"role": "user", ...instructions}, {"role": "assistant", ...}]

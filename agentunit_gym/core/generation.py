@@ -4,10 +4,17 @@ The generator itself is the domain's (:class:`~agentunit_gym.core.domain.TaskGen
 this module picks the domain from an env id, calls it, and writes a native task file that
 ``--tasks``, ``tasks validate`` and ``tasks check`` read back.
 
-Example::
+Example:
 
-    from agentunit_gym.core.generation import write_generated
-    write_generated("DB-v0", 1000, seed=0, split="train", output="db-train.json")
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from agentunit_gym.core.generation import write_generated
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     domain, tasks, path = write_generated("DB-v0", 20, seed=0, split="train",
+    ...                                           output=Path(folder) / "db-train.json")
+    ...     written = json.loads(path.read_text())["tasks"]
+    >>> domain.name, len(tasks), len(written), written[0]["id"]
+    ('db', 20, 20, 'gen-db-s0-train-00000')
 """
 
 from __future__ import annotations

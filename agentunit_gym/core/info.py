@@ -17,8 +17,10 @@ Three layers of keys, each a ``TypedDict`` that mypy checks where the keys are w
   evaluation wrappers add (each present exactly when its wrapper is in the stack, then on
   every step with one type).
 
-The tables in docs/core.md (the env's keys) and docs/wrappers.md (the wrappers' keys) are the
-reference for what each key means.
+The evaluator adds a few keys of its own on top (``seed``, ``reference_actions``, ``aborted``:
+:mod:`agentunit_gym.eval.info`). The tables in docs/core.md (the env's keys), docs/wrappers.md
+(the wrappers' keys) and docs/agents.md (the evaluator's) are the reference for what each key
+means.
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ holding the reply with a readable placeholder, which the oracle completes with
 An :class:`OutputReply` is plain data plus a module-level function, so it pickles with the
 reset ``info`` into an ``AsyncVectorEnv`` worker and back.
 
-Example::
+Example:
 
-    reply = OutputReply("Act: answer(", ")", extract=str.strip)
-    reply.complete("  42\\n")   # 'Act: answer(42)'
+    >>> reply = OutputReply("Act: answer(", ")", extract=str.strip)
+    >>> reply                      # a str, with a placeholder where the output goes
+    'Act: answer(<output of the previous step>)'
+    >>> reply.complete("  42\\n")
+    'Act: answer(42)'
 """
 
 from __future__ import annotations

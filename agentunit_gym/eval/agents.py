@@ -41,9 +41,8 @@ import numpy as np
 
 from agentunit_gym.core.reference import OutputReply
 from agentunit_gym.errors import ConfigError
-
-REFERENCE_KEY = "reference_actions"
-"""The reset-``info`` key carrying the reference solution, written as the agent would send it."""
+from agentunit_gym.eval.info import REFERENCE_KEY as REFERENCE_KEY  # its old home, kept for imports
+from agentunit_gym.eval.info import reference_actions, reset_seed
 
 
 @runtime_checkable
@@ -137,15 +136,10 @@ class OracleAgent:
         """Take the reference solution of the task that starts.
 
         Raises:
-            ConfigError: the info has no reference solution (the evaluator was not asked for it).
+            ConfigError: the info has no reference solution (the evaluator was not asked for it),
+                or it is not a list of ``str``.
         """
-        actions = info.get(REFERENCE_KEY)
-        if actions is None:
-            raise ConfigError(
-                f"the oracle needs info[{REFERENCE_KEY!r}]: run it through agentunit_gym.eval.runner, "
-                "or put the task's reference steps, rendered with env.unwrapped.render_action, there."
-            )
-        self._queue = list(actions)
+        self._queue = reference_actions(info)
         self._last = ""
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
@@ -177,8 +171,14 @@ class RandomAgent:
         self._words: list[str] = list(_FALLBACK_WORDS)
 
     def reset(self, info: dict[str, Any]) -> None:
-        if info.get("seed") is not None:
-            self._rng = np.random.default_rng(int(info["seed"]))
+        """Reseed from ``info["seed"]`` when there is one, and take the instruction's words.
+
+        Raises:
+            ConfigError: ``info["seed"]`` is not an integer.
+        """
+        seed = reset_seed(info)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
         self._words = list(dict.fromkeys(_WORD.findall(str(info.get("instruction", ""))))) or list(_FALLBACK_WORDS)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:

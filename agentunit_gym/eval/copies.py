@@ -66,11 +66,20 @@ class VectorCopy:
     (:class:`~agentunit_gym.errors.BackendTimeoutError` past it) and a stuck copy's process
     is terminated on :meth:`close`.
 
-    Example::
-
-        copy = VectorCopy(SyncVectorEnv([lambda: ScheduleEpisodes(ToyEnv(), "AgentUnit/Toy-v0")]), 60.0)
-        copy.assign(Assignment(task_id="t2", seed=1, key="k"))
-        obs, info = copy.reset()          # info["packet"].kind == "reset"
+    Example (:func:`copy_maker` makes one for ``--vector sync``):
+        >>> import gymnasium as gym, agentunit_gym
+        >>> make = copy_maker("sync", lambda: gym.make("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0", 60.0)
+        >>> copy = make()
+        >>> type(copy).__name__, type(copy.vec).__name__
+        ('VectorCopy', 'SyncVectorEnv')
+        >>> copy.assign(Assignment(task_id="db-weather-03", seed=1, key="k"))
+        >>> obs, info = copy.reset()
+        >>> info["packet"].kind
+        'reset'
+        >>> *_, info = copy.step('Action: Answer\\nFinal Answer: ["-3.2"]')
+        >>> info["packet"].trace.score.success
+        True
+        >>> copy.close()
     """
 
     def __init__(self, vec: SyncVectorEnv | AsyncVectorEnv, call_timeout_s: float) -> None:

@@ -109,11 +109,28 @@ class EpisodeEngine:
     evaluator, with its two thread pools (env calls, synchronous agents) sized for
     ``width`` copies in flight.
 
-    Example::
-
-        engine = EpisodeEngine(config, OracleAgent, "oracle", width=2)
-        asyncio.run(engine.run(deque([(item, 1) for item in items]), copies, sink))
-        engine.close(copies)
+    Example (what :func:`~agentunit_gym.eval.runner.run_episodes` does for one env id):
+        >>> import tempfile
+        >>> from collections import deque
+        >>> from pathlib import Path
+        >>> import gymnasium as gym
+        >>> from agentunit_gym.eval.agents import OracleAgent
+        >>> from agentunit_gym.eval.copies import hosted_copy
+        >>> from agentunit_gym.eval.plan import WorkItem
+        >>> from agentunit_gym.eval.records import RecordWriter, RunPaths
+        >>> from agentunit_gym.eval.slots import RecordSink
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> items = [WorkItem("AgentUnit/DB-v0", task, 0, seed=1) for task in ("db-weather-03", "db-cars-09")]
+        >>> copies = [hosted_copy(lambda: gym.make("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0", warm=False)
+        ...           for _ in range(2)]
+        >>> writer = RecordWriter(RunPaths(Path(folder.name)))
+        >>> sink = RecordSink(writer, done=0, total=len(items), progress=None)
+        >>> engine = EpisodeEngine(EvalConfig(envs=("DB-v0",)), OracleAgent, "oracle", width=2)
+        >>> asyncio.run(engine.run(deque([(item, 1) for item in items]), copies, sink))
+        >>> engine.close(copies); writer.close()
+        >>> sorted((record.task_id, record.status, record.success) for record in sink.written)
+        [('db-cars-09', 'done', True), ('db-weather-03', 'done', True)]
+        >>> folder.cleanup()
     """
 
     def __init__(self, config: EvalConfig, agent_factory: AgentFactory, agent_label: str, width: int) -> None:
@@ -165,7 +182,7 @@ class EpisodeEngine:
         if packet.kind == "task_error":
             record_task_error(slot, packet.error, self.agent_label, sink)
             return
-        slot.info, slot.observation = dict(packet.info), observation
+        slot.info, slot.observation = dict(packet.reset_info()), observation
         try:
             await reset_agent_async(slot.agent, slot.info, self.agent_pool)
         except Exception as exc:  # noqa: BLE001 - any agent failure ends its episode, never the run
@@ -185,7 +202,7 @@ class EpisodeEngine:
                 finish(slot, packet, self.agent_label, sink)
             else:
                 slot.observation = observation
-                slot.info = {**slot.info, **packet.info}
+                slot.info = {**slot.info, **packet.step_info()}
 
     async def _reply(self, slot: Slot) -> str:
         """The agent's reply; on a failure or past the deadline, sets ``slot.abort`` and returns ""."""

@@ -14,10 +14,22 @@ The columns (:data:`TRAJECTORY_COLUMNS`) follow the names the trainers' dataset 
 ``extra_info`` as verl's RL datasets have them, ``env_class`` and ``reward_spec`` as SkyRL's,
 ``messages`` and ``tools`` as verl's multi-turn SFT dataset's keys; the rest are ours.
 
-Example::
+Example (a run of two oracle episodes, exported as JSON Lines; ``db.parquet`` would write Parquet):
 
-    result = export_run("results/20261126-101500-random", "db.parquet")
-    result.rows, result.truncated   # rows written, episodes whose trace text was cut
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from agentunit_gym.eval.agents import OracleAgent
+    >>> from agentunit_gym.eval.runner import run_episodes
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> run = Path(folder.name) / "run"       # as results/<run> of `agentunit-gym eval`
+    >>> _ = run_episodes(EvalConfig(envs=("DB-v0",), backends=("sqlite",), n=2), OracleAgent, "oracle", run)
+    >>> result = export_run(run, Path(folder.name) / "db.jsonl")
+    >>> result.rows, result.truncated   # rows written, episodes whose trace text was cut
+    (2, 0)
+    >>> row = json.loads(result.path.read_text().splitlines()[0])
+    >>> row["env_class"], row["success"], [message["role"] for message in row["messages"]][:3]
+    ('AgentUnit/DB-v0', True, ['system', 'user', 'assistant'])
+    >>> folder.cleanup()
 """
 
 from __future__ import annotations

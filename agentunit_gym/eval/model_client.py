@@ -19,11 +19,17 @@ It wraps the ``openai`` SDK (``AsyncOpenAI`` for the evaluator's episodes and th
 - Usage (tokens, reasoning tokens) comes from the response; cost from a price table (USD per
   million tokens) the user can extend.
 
-Example::
+Example (against the package's fake endpoint on loopback; ``OpenAIConfig(model="gpt-4o-mini")``
+reaches OpenAI's, with the key from ``$OPENAI_API_KEY``):
 
-    client = ModelClient(OpenAIConfig(model="gpt-4o-mini"))
-    completion = await client.complete([{"role": "user", "content": "Say 42"}])
-    completion.text, completion.usage.cost
+    >>> import asyncio
+    >>> from agentunit_gym.eval.fake_server import FakeChatServer
+    >>> with FakeChatServer(lambda body: {"role": "assistant", "content": "42"}) as server:
+    ...     client = ModelClient(OpenAIConfig(model="fake", base_url=server.base_url))
+    ...     completion = asyncio.run(client.complete([{"role": "user", "content": "Say 42"}]))
+    ...     again = client.complete_sync([{"role": "user", "content": "Say 42"}])   # for synchronous callers
+    >>> completion.text, again.text, completion.usage.tokens_out, completion.usage.cost   # no price for "fake"
+    ('42', '42', 1, None)
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
 """How to reach a model and how to prompt it: :class:`OpenAIConfig`, its defaults, the
 ``--model-arg`` parser and the price table (USD per million tokens) that turns usage into cost.
 
-Example::
+Example:
 
-    config = OpenAIConfig(model="gpt-4o-mini", temperature=0.2, extra_body=parse_model_args(["seed=7"]))
-    config.api_key()   # from $OPENAI_API_KEY; None for a loopback endpoint without one
+    >>> config = OpenAIConfig(model="gpt-4o-mini", temperature=0.2,
+    ...                       extra_body=parse_model_args(["seed=7", "logprobs=true", "tag=v1"]))
+    >>> config.extra_body       # each value read as JSON when it parses, else kept as text
+    {'seed': 7, 'logprobs': True, 'tag': 'v1'}
+    >>> local = OpenAIConfig(model="m", base_url="http://127.0.0.1:8000/v1", api_key_env="AGENTUNIT_NO_SUCH_KEY")
+    >>> local.api_key() is None  # from $api_key_env; None for a loopback endpoint without one
+    True
 """
 
 from __future__ import annotations

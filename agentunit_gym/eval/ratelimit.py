@@ -6,12 +6,18 @@ Thread-safe and event-loop-agnostic (a lock and the monotonic clock; callers sle
 ``asyncio.sleep``), so agents awaited on the episode engine's loop and agents called from
 threads (the engine's synchronous agents, a training loop's) share it alike.
 
-Example::
+Example:
 
-    gate = endpoint_gate("http://localhost:8000/v1", max_rps=5.0)
-    await gate.acquire()          # waits for a free slot and for any pause
-    ...                           # send the request; on a 429:
-    gate.pause(retry_after_s)     # every episode waits it out
+    >>> import asyncio
+    >>> gate = endpoint_gate("http://127.0.0.1:9/doctest/v1", max_rps=5.0)
+    >>> gate is endpoint_gate("http://127.0.0.1:9/doctest/v1/")   # one gate per endpoint
+    True
+    >>> asyncio.run(gate.acquire())   # waits for a free slot and for any pause (the first is free)
+    >>> round(gate.reserve(), 1)      # the next slot is 1 / max_rps later
+    0.2
+    >>> gate.pause(1.0)               # a 429's Retry-After: every caller waits it out
+    >>> 0.9 < gate.paused_for() <= 1.0
+    True
 """
 
 from __future__ import annotations

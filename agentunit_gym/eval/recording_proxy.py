@@ -6,11 +6,19 @@ client, after every wrapper and the chat template's input), and the raw answer w
 ``finish_reason``. Each exchange is one JSON line: ``{"path", "request", "status",
 "response", "elapsed_s"}``.
 
-Example::
+Example (in front of the package's fake endpoint; ``log=Path("exchanges.jsonl")`` also writes the lines):
 
-    with RecordingProxy("http://127.0.0.1:8080", log=Path("exchanges.jsonl")) as proxy:
-        ...  # point the agent at proxy.base_url ("http://127.0.0.1:<port>/v1")
-    proxy.exchanges[0]["request"]["messages"]
+    >>> from agentunit_gym.eval.fake_server import FakeChatServer
+    >>> from agentunit_gym.eval.model_client import ModelClient
+    >>> from agentunit_gym.eval.model_config import OpenAIConfig
+    >>> with FakeChatServer(lambda body: {"role": "assistant", "content": "42"}) as server:
+    ...     with RecordingProxy(server.base_url.removesuffix("/v1")) as proxy:
+    ...         # point the agent at proxy.base_url ("http://127.0.0.1:<port>/v1")
+    ...         _ = ModelClient(OpenAIConfig(model="fake", base_url=proxy.base_url)).complete_sync(
+    ...             [{"role": "user", "content": "Say 42"}])
+    >>> exchange = proxy.exchanges[0]
+    >>> exchange["request"]["messages"], exchange["status"], exchange["response"]["choices"][0]["message"]["content"]
+    ([{'role': 'user', 'content': 'Say 42'}], 200, '42')
 
 From a shell: ``python -m agentunit_gym.eval.recording_proxy --upstream http://127.0.0.1:8080
 --log exchanges.jsonl`` prints the proxy's base URL and serves until interrupted.

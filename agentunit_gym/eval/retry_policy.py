@@ -21,16 +21,28 @@ One :class:`RetryPolicy` per turn decides, for both of
 Before every attempt the caller waits at the gate (``max_rps`` spacing and any pause): the
 async path with ``await gate.acquire()``, the sync one with ``gate.wait()``, the same rule.
 
-Example::
+Example (a request refused once, then answered):
 
-    policy = RetryPolicy(config, gate)
-    for attempt in policy.retrying():          # async: async for attempt in policy.async_retrying()
-        with attempt:
-            remaining = policy.before_attempt_sync()
-            try:
-                return send(timeout=remaining)
-            except Exception as exc:
-                raise policy.classify(exc) from exc
+    >>> import openai
+    >>> from agentunit_gym.eval.model_config import OpenAIConfig
+    >>> from agentunit_gym.eval.ratelimit import RateGate
+    >>> config = OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1", max_retries=2, backoff_s=0.001)
+    >>> policy = RetryPolicy(config, RateGate())
+    >>> replies = iter([ConnectionRefusedError("refused"), "42"])
+    >>> def send(timeout):
+    ...     reply = next(replies)
+    ...     if isinstance(reply, Exception):
+    ...         raise reply
+    ...     return reply
+    >>> for attempt in policy.retrying():      # async: async for attempt in policy.async_retrying()
+    ...     with attempt:
+    ...         remaining = policy.before_attempt_sync()
+    ...         try:
+    ...             answer = send(timeout=remaining)
+    ...         except Exception as exc:
+    ...             raise policy.classify(exc, openai) from exc
+    >>> answer, attempt.retry_state.attempt_number
+    ('42', 2)
 """
 
 from __future__ import annotations

@@ -13,20 +13,30 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, SupportsFloat
+from typing import Any, Literal, SupportsFloat, cast
 
 import gymnasium as gym
 
+from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.core.info import WrappedStepInfo, running_step_info
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, Usage
 from agentunit_gym.errors import (
     AgentUnitError,
     BackendError,
     BackendTimeoutError,
     BackendUnavailableError,
+    EpisodeStateError,
     TaskFileError,
 )
-from agentunit_gym.eval.agents import REFERENCE_KEY
+from agentunit_gym.eval.info import (
+    EvalResetInfo,
+    EvalStepInfo,
+    NoInfo,
+    PacketInfo,
+    eval_reset_info,
+    eval_step_info,
+)
 from agentunit_gym.wrappers.trace import finished_trace, new_trace, step_record
 
 INFRA_ERRORS: tuple[type[BaseException], ...] = (BackendError, BackendTimeoutError, BackendUnavailableError)
@@ -62,15 +72,54 @@ class Abort:
     detail: str
 
 
+def _no_info() -> NoInfo:
+    return {}
+
+
+PacketKind = Literal["reset", "step", "idle", "infra_error", "task_error"]
+
+
 @dataclass
 class Packet:
     """What one copy reports to the runner after a reset or a step (opaque to gymnasium's
-    info batching, which would otherwise split nested dicts into arrays)."""
+    info batching, which would otherwise split nested dicts into arrays).
 
-    kind: Literal["reset", "step", "idle", "infra_error", "task_error"]
-    info: dict[str, Any] = field(default_factory=dict)
+    ``info`` is, by ``kind``: an :class:`~agentunit_gym.eval.info.EvalResetInfo` (``reset``),
+    an :class:`~agentunit_gym.eval.info.EvalStepInfo` (``step``), else ``{}``; read it through
+    :meth:`reset_info` and :meth:`step_info`, which check the kind.
+
+    >>> Packet("idle").info, Packet("infra_error", error="BackendError: gone").error
+    ({}, 'BackendError: gone')
+    >>> Packet("idle").step_info()
+    Traceback (most recent call last):
+    ...
+    agentunit_gym.errors.EpisodeStateError: a packet of kind 'idle' carries no step info (only a step packet does).
+    """
+
+    kind: PacketKind
+    info: PacketInfo = field(default_factory=_no_info)
     trace: EpisodeTrace | None = None
     error: str = ""
+
+    def reset_info(self) -> EvalResetInfo:
+        """The reset ``info`` of a ``reset`` packet.
+
+        Raises:
+            EpisodeStateError: the packet is of another kind.
+        """
+        if self.kind != "reset":
+            raise EpisodeStateError(f"a packet of kind {self.kind!r} carries no reset info (only a reset packet does).")
+        return cast(EvalResetInfo, self.info)
+
+    def step_info(self) -> EvalStepInfo:
+        """The step ``info`` of a ``step`` packet.
+
+        Raises:
+            EpisodeStateError: the packet is of another kind.
+        """
+        if self.kind != "step":
+            raise EpisodeStateError(f"a packet of kind {self.kind!r} carries no step info (only a step packet does).")
+        return cast(EvalStepInfo, self.info)
 
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
@@ -85,13 +134,18 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
     :meth:`abort_episode`). The trace comes from ``info["trace"]`` when the stack records one
     (``RecordTrace``), else this wrapper builds one with the same trace builder.
 
-    Example::
-
-        env = ScheduleEpisodes(make_eval_env("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0")
-        env.assignment = Assignment(task_id="db-001", seed=1, key="k")
-        obs, info = env.reset()
-        env.pending_abort = Abort(FinishReason.TASK_LIMIT, "wall-clock limit reached")
-        obs, reward, terminated, truncated, info = env.step("")  # info["packet"].trace ends as TLE
+    Example:
+        >>> import agentunit_gym
+        >>> env = ScheduleEpisodes(agentunit_gym.make_eval_env("AgentUnit/DB-v0", backend="sqlite"), "AgentUnit/DB-v0")
+        >>> env.assignment = Assignment(task_id="db-weather-03", seed=1, key="k")
+        >>> obs, info = env.reset()
+        >>> info["packet"].kind, info["packet"].reset_info()["seed"]
+        ('reset', 1)
+        >>> env.pending_abort = Abort(FinishReason.TASK_LIMIT, "wall-clock limit reached")
+        >>> obs, reward, terminated, truncated, info = env.step("")  # not run: the abort ends the episode
+        >>> truncated, info["packet"].step_info()["aborted"], info["packet"].trace.finish_reason.abbreviation
+        (True, True, 'TLE')
+        >>> env.close()
     """
 
     def __init__(self, env: gym.Env[str, str], env_id: str) -> None:
@@ -130,23 +184,20 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
         current = self._current
         try:
             obs, info = self.env.reset(seed=current.seed, options={"task_id": current.task_id})
-            if current.reference:
-                base = self.env.unwrapped
-                task = base.task  # type: ignore[attr-defined]
-                info[REFERENCE_KEY] = [base.render_action(s) for s in task.reference_solution]  # type: ignore[attr-defined]
+            reference = self._reference_actions() if current.reference else None
         except INFRA_ERRORS as exc:
             self._current = None
             return "", {"packet": Packet("infra_error", error=f"{type(exc).__name__}: {exc}")}
         except TASK_ERRORS as exc:
             self._current = None
             return "", {"packet": Packet("task_error", error=f"{type(exc).__name__}: {exc}")}
-        info["seed"] = current.seed
+        typed = eval_reset_info(info, current.seed, reference)
         self._trace = new_trace(
-            obs, info, episode_id=current.key, env_id=self.env_id, domain=str(info.get("domain", "")),
+            obs, typed, episode_id=current.key, env_id=self.env_id, domain=str(info.get("domain", "")),
             backend=str(info.get("backend", "")), task_id=current.task_id, seed=current.seed,
             max_chars=OBSERVATION_CAP, metadata={"trace_source": "runner"},
         )
-        return obs, {"packet": Packet("reset", info=info)}
+        return obs, {"packet": Packet("reset", info=typed)}
 
     def step(self, action: str) -> StepResult:
         if self._current is None:
@@ -176,28 +227,48 @@ class ScheduleEpisodes(gym.Wrapper[str, str, str, str]):
             trace = info.get("trace")
             if not isinstance(trace, EpisodeTrace):
                 trace = self._build_trace(info)
-        return obs, reward, terminated, truncated, {"packet": Packet("step", info=info, trace=trace)}
+        return obs, reward, terminated, truncated, {"packet": Packet("step", info=eval_step_info(info, aborted=False),
+                                                                     trace=trace)}
 
     def abort_episode(self, abort: Abort) -> StepResult:
         """End the running episode for ``abort.reason`` through the whole stack (so the trap
         verdict, the context count and the stack's own trace record it), as a truncated step."""
         from agentunit_gym.wrappers.ending import end_episode
 
+        if self._current is None:
+            return "", 0.0, False, False, {"packet": Packet("idle")}
         base = self.env.unwrapped
         reason, detail = abort.reason, abort.detail
-        end: Mapping[str, Any] = {}
+        end: WrappedStepInfo | None = None
         if getattr(base, "finish_reason", None) is None and reason is not FinishReason.COMPLETE:
             try:
                 end = end_episode(self.env, reason, detail=detail)
             except AgentUnitError as exc:
                 detail = f"{detail}; ending the episode failed: {exc}"
-        info = {**end, "finish_reason": reason, "finish_detail": detail, "score": end.get("score"), "aborted": True}
-        trace = end.get("trace")
+        # No end from the stack (it had ended, or ending failed): every step key at its empty value.
+        info = eval_step_info(dict(end) if end is not None else dict(self._empty_step_info()), aborted=True)
+        info["finish_reason"], info["finish_detail"] = reason, detail
+        trace = info.get("trace")
         if not isinstance(trace, EpisodeTrace):  # a custom stack without RecordTrace
             trace = self._build_trace(info)
         return "", 0.0, False, True, {"packet": Packet("step", info=info, trace=trace)}
 
-    def _build_trace(self, info: dict[str, Any]) -> EpisodeTrace:
+    def _reference_actions(self) -> list[str]:
+        """The running task's reference solution, each step as the agent would send it."""
+        base = self.env.unwrapped
+        if not isinstance(base, AgentEnv) or base.task is None:
+            raise EpisodeStateError("the reference solution needs an AgentUnit env with a task: reset it first.")
+        return [base.render_action(step) for step in base.task.reference_solution]
+
+    def _empty_step_info(self) -> WrappedStepInfo:
+        assert self._current is not None  # only called while an episode runs
+        base = self.env.unwrapped
+        if isinstance(base, AgentEnv):
+            return cast(WrappedStepInfo, running_step_info(
+                base.steps, self._current.task_id, base.max_steps, backend_limits_off=base.backend_limits_off))
+        return cast(WrappedStepInfo, running_step_info(len(self._steps), self._current.task_id, 0))
+
+    def _build_trace(self, info: Mapping[str, Any]) -> EpisodeTrace:
         assert self._trace is not None  # reset made it
         end = {**info, "finish_reason": info.get("finish_reason") or FinishReason.ERROR}
         return finished_trace(self._trace, self._steps, end)
@@ -212,4 +283,4 @@ def _has_wall_clock_limit(env: gym.Env[Any, Any]) -> bool:
     return False
 
 
-__all__ = ["INFRA_ERRORS", "Abort", "Assignment", "Packet", "ScheduleEpisodes"]
+__all__ = ["INFRA_ERRORS", "Abort", "Assignment", "Packet", "PacketKind", "ScheduleEpisodes"]

@@ -63,9 +63,9 @@ env's replies are user messages, not ``tool`` messages: the ``react`` conversati
 def skyrl_names(env_id: str) -> tuple[str, str]:
     """The two ``skyrl_gym`` names of an AgentUnit env id: the id, and its lower-case alias.
 
-    Example::
-
-        skyrl_names("AgentUnit/DB-v0")   # ('AgentUnit/DB-v0', 'agentunit-db-v0')
+    Example:
+        >>> skyrl_names("AgentUnit/DB-v0"), skyrl_names("KG-v0")
+        (('AgentUnit/DB-v0', 'agentunit-db-v0'), ('AgentUnit/KG-v0', 'agentunit-kg-v0'))
     """
     full = full_env_id(env_id)
     return full, full.lower().replace("/", "-")

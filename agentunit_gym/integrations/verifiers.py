@@ -23,11 +23,13 @@ verifiers finds a taskset, its env and its harness by *id*, a top-level module n
 :data:`TASKSET_ID` (``agentunit-gym-verifiers``, the module ``agentunit_gym_verifiers``
 shipped in this distribution), so ``vf eval``/``prime-rl`` configs name it too.
 
-Example::
+Example:
 
-    from agentunit_gym.integrations.verifiers import load_environment
-    env = load_environment("DB-v0", split="test", backend="sqlite")
-    tasks = list(env.taskset)            # one per task of the split
+    >>> from agentunit_gym.integrations.verifiers import load_environment
+    >>> env = load_environment("DB-v0", split="test", backend="sqlite")
+    >>> tasks = list(env.taskset)            # one per task of the split
+    >>> {task.data.info["split"] for task in tasks}, sorted(tasks[0].data.info)
+    ({'test'}, ['env_id', 'split', 'task_id'])
 
 Raises on import:
     MissingDependencyError: ``verifiers`` is not installed (``pip install "agentunit-gym[integrations]"``).

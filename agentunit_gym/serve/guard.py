@@ -10,9 +10,16 @@ Pure ASGI (no framework), so it sees WebSocket handshakes and frames before Open
 - A WebSocket message over the limit is answered with an ``error`` message (code
   ``MESSAGE_TOO_LARGE``) and dropped; the session goes on.
 
-Example::
+Example (the server puts it in front of OpenEnv's app; here, in front of a tiny one):
 
-    app = Guard(openenv_app, token="...", max_request_bytes=1 << 20, busy_reason=lambda: None)
+    >>> from starlette.responses import PlainTextResponse
+    >>> from starlette.testclient import TestClient
+    >>> app = Guard(PlainTextResponse("hi"), token="s3cret", max_request_bytes=1 << 10, busy_reason=lambda: None)
+    >>> client = TestClient(app)
+    >>> client.get("/").status_code, client.get("/", headers={"Authorization": "Bearer s3cret"}).text
+    (401, 'hi')
+    >>> client.post("/", content=b"x" * 2048, headers={"Authorization": "Bearer s3cret"}).status_code
+    413
 """
 
 from __future__ import annotations

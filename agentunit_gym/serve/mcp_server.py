@@ -108,7 +108,7 @@ def instructions_for(env_id: str, tools: list[ToolSpec]) -> str:
 class McpEpisodeServer:
     """Builds the SDK ``Server`` over an :class:`EpisodePool` and serves it over stdio or HTTP.
 
-    Example::
+    Example (not run: it serves until interrupted)::
 
         pool = EpisodePool(EpisodeSettings("DB-v0", backend="sqlite"))
         McpEpisodeServer(pool, transport="http").serve_http("127.0.0.1", 8765)
@@ -328,9 +328,13 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 class RequireBearerToken:
     """ASGI middleware: HTTP requests must carry ``Authorization: Bearer <token>``; others get 401.
 
-    Example::
+    Example (with the token from ``$AGENTUNIT_MCP_TOKEN`` in the server; here, a tiny app behind it):
 
-        app = RequireBearerToken(app, token=os.environ["AGENTUNIT_MCP_TOKEN"])
+        >>> from starlette.responses import PlainTextResponse
+        >>> from starlette.testclient import TestClient
+        >>> client = TestClient(RequireBearerToken(PlainTextResponse("hi"), token="s3cret"))
+        >>> client.get("/").status_code, client.get("/", headers={"Authorization": "Bearer s3cret"}).text
+        (401, 'hi')
     """
 
     def __init__(self, app: App, token: str) -> None:

@@ -6,14 +6,23 @@ what the last one left. A background thread keeps a few fresh copies ready, so a
 first reset does not wait for an env to be built. At most ``limit`` copies are leased at once:
 one more is refused with :class:`~agentunit_gym.errors.ServerBusyError`.
 
-Example::
+Example:
 
-    pool = EnvPool(lambda: gym.make("AgentUnit/DB-v0", backend="sqlite"), limit=8, warm=2)
-    pool.start()
-    env = pool.acquire()
+    >>> import gymnasium as gym, agentunit_gym
+    >>> pool = EnvPool(lambda: gym.make("AgentUnit/DB-v0", backend="sqlite"), limit=1, warm=1)
+    >>> pool.start()
+    >>> env = pool.acquire()
+    >>> _ = env.reset(seed=0)
+    >>> pool.leased
+    1
+    >>> pool.acquire()   # the limit: one copy at a time
+    Traceback (most recent call last):
     ...
-    pool.release(env)   # closes the copy
-    pool.close()
+    agentunit_gym.errors.ServerBusyError: ...
+    >>> pool.release(env)   # closes the copy
+    >>> pool.leased
+    0
+    >>> pool.close()
 """
 
 from __future__ import annotations

@@ -7,14 +7,18 @@ the keys the core gives a type are typed again (``finish_reason`` a
 :class:`~agentunit_gym.core.finish.FinishReason`, ``timing`` a ``StepTiming``); the others
 stay as JSON values (an enum as its value, a tuple as a list).
 
-Example::
+Example (against a server started here; ``agentunit-gym serve`` starts one from a shell):
 
-    import gymnasium as gym
-    import agentunit_gym
-
-    with gym.make("AgentUnit/Remote-v0", url="http://127.0.0.1:8000") as env:
-        obs, info = env.reset(seed=0)
-        obs, reward, terminated, truncated, info = env.step("Action: Operation\\n```sql\\nSELECT 1\\n```")
+    >>> import gymnasium as gym
+    >>> import agentunit_gym
+    >>> from agentunit_gym.serve.server import ServeConfig, start_server
+    >>> with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0)) as running:
+    ...     with gym.make("AgentUnit/Remote-v0", url=running.url) as env:
+    ...         obs, info = env.reset(seed=0, options={"task_id": "db-weather-03"})
+    ...         obs, reward, terminated, truncated, info = env.step(
+    ...             "Action: Operation\\n```sql\\nSELECT MIN(temp_min) FROM seattle_weather\\n```")
+    >>> obs, reward, terminated, type(info["timing"]).__name__   # info typed again, as the env's
+    ('[(-3.2,)]', 0.0, False, 'StepTiming')
 
 Every request has a deadline (``timeout_s``; ``connect_timeout_s`` for the handshake). A
 server that cannot be reached raises :class:`~agentunit_gym.errors.BackendUnavailableError`

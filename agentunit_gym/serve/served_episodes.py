@@ -5,14 +5,25 @@ Nothing here knows a protocol: :mod:`agentunit_gym.serve.mcp_server` maps MCP se
 calls onto :class:`EpisodePool` and :class:`ServedEpisode`. Every call is synchronous (the
 env steps block); an async server runs them in a worker thread.
 
-Example::
+Example:
 
-    pool = EpisodePool(EpisodeSettings("AgentUnit/DB-v0", backend="sqlite", output=Path("results/mcp")))
-    episode = pool.get("session-1")
-    print(episode.prompt)                       # the task, as the env's reset shows it
-    outcome = episode.call("execute_sql", {"sql": "SELECT 1"})
-    outcome.text, outcome.is_error, outcome.ended
-    pool.close()                                # ends and records what is still running
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> pool = EpisodePool(EpisodeSettings("AgentUnit/DB-v0", backend="sqlite", task_id="db-weather-03",
+    ...                                    output=Path(folder.name)))
+    >>> episode = pool.get("session-1")
+    >>> print(episode.prompt[-46:])             # the task, as the env's reset shows it
+    temp_min (real), wind (real), weather (text).
+    >>> outcome = episode.call("execute_sql", {"query": "SELECT MIN(temp_min) FROM seattle_weather"})
+    >>> outcome.text, outcome.is_error, outcome.ended
+    ('[(-3.2,)]', False, False)
+    >>> outcome = episode.call("submit_answer", {"answer": ["-3.2"]})
+    >>> outcome.ended, outcome.result["finish_reason"], outcome.result["success"]
+    (True, 'complete', True)
+    >>> pool.close()                            # ends and records what is still running
+    >>> len((Path(folder.name) / "episodes.jsonl").read_text().splitlines())   # the record, as eval writes it
+    1
+    >>> folder.cleanup()
 """
 
 from __future__ import annotations

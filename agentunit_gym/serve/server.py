@@ -14,12 +14,17 @@ sessions, an idle reaper). This module adds what is ours:
   (``Authorization: Bearer <token>``), and a request without it, or with a wrong one, gets 401.
 - ``/health`` and ``/metadata`` say which env runs: id, backend, task count, splits, sessions.
 
-Example::
+Example (on loopback, a port the system picks):
 
-    from agentunit_gym.serve.server import ServeConfig, start_server
-
-    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0)) as running:
-        env = gym.make("AgentUnit/Remote-v0", url=running.url)
+    >>> import json, urllib.request
+    >>> import gymnasium as gym
+    >>> from agentunit_gym.serve.server import ServeConfig, start_server
+    >>> with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0)) as running:
+    ...     health = json.load(urllib.request.urlopen(running.url + "/health", timeout=30))
+    ...     with gym.make("AgentUnit/Remote-v0", url=running.url) as env:
+    ...         obs, info = env.reset(seed=0, options={"task_id": "db-weather-03"})
+    >>> health["status"], health["env_id"], health["backend"], info["task_id"]
+    ('healthy', 'AgentUnit/DB-v0', 'sqlite', 'db-weather-03')
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ literals (``ast.literal_eval``), the messages a function passes to ``<session>.i
 and the pieces a function appends with ``<...>.content += ...``, as :class:`Template` s whose
 non-literal parts (the task's question, the page) are numbered :class:`Slot` s.
 
-Example::
+Example (not run: it needs an AgentBench checkout)::
 
     root = find_checkout(Path("AgentBench/data/knowledgegraph/std.json"))
     module = TaskModule(root, "knowledgegraph/task.py")

@@ -27,12 +27,18 @@ class RenameTools(gym.Wrapper[str, str, str, str]):
     invalid action there. ``info["protocol_tools"]`` is True, so an agent knows the env's
     own worked example (written with the env's names) does not apply.
 
-    Example::
-
-        aliases = get_domain("os").protocols["agentbench-fc"].tools
-        env = RenameTools(gym.make("AgentUnit/OS-v0", backend="local"), aliases)
-        obs, info = env.reset()  # info["tools"][0]["function"]["name"] == "bash_action"
-        env.step('{"name": "bash_action", "arguments": {"script": "ls"}}')  # runs the env's bash tool
+    Example:
+        >>> import gymnasium as gym
+        >>> from agentunit_gym.core.registry import get_domain
+        >>> aliases = get_domain("db").protocols["agentbench-fc"].tools
+        >>> env = RenameTools(gym.make("AgentUnit/DB-v0", backend="sqlite"), aliases)
+        >>> obs, info = env.reset(options={"task_id": "db-weather-03"})
+        >>> [tool["function"]["name"] for tool in info["tools"]], info["protocol_tools"]
+        (['execute_sql', 'commit_final_answer'], True)
+        >>> *_, info = env.step('{"name": "commit_final_answer", "arguments": {"answers": ["-3.2"]}}')
+        >>> info["action"]["tool"], info["score"]["success"]  # the env's own answer tool ran
+        ('submit_answer', True)
+        >>> env.close()
     """
 
     def __init__(self, env: gym.Env[str, str], aliases: Sequence[ToolAlias]) -> None:

@@ -29,25 +29,29 @@ when it is made (:func:`check_stack_order`). Layers may be left out; a wrapper w
 :class:`~agentunit_gym.core.info.WrappedStepInfo`: the base env's keys, always, and the keys of
 the wrappers in the stack (docs/wrappers.md lists them).
 
-Example::
+Example (a wrapper of your own that ends episodes after three steps):
 
-    class CountSteps(EpisodeWrapper):
-        def reset(self, *, seed=None, options=None):
-            self.count = 0
-            return self.env.reset(seed=seed, options=options)
-
-        def step(self, action):
-            self.count += 1
-            observation, reward, terminated, truncated, info = self.env.step(action)
-            if self.count >= 3 and not (terminated or truncated):
-                ended = self.end_episode_here(FinishReason.TASK_LIMIT, "three steps", info, LimitKind.STEPS)
-                if ended is not None:
-                    reward, truncated = ended, True
-            return observation, reward, terminated, truncated, info
-
-        def on_episode_end(self, info):
-            info["count"] = self.count
-            return info
+    >>> import gymnasium as gym
+    >>> class CountSteps(EpisodeWrapper):
+    ...     def reset(self, *, seed=None, options=None):
+    ...         self.count = 0
+    ...         return self.env.reset(seed=seed, options=options)
+    ...
+    ...     def step(self, action):
+    ...         self.count += 1
+    ...         observation, reward, terminated, truncated, info = self.env.step(action)
+    ...         if self.count >= 3 and not (terminated or truncated):
+    ...             ended = self.end_episode_here(FinishReason.TASK_LIMIT, "three steps", info, LimitKind.STEPS)
+    ...             if ended is not None:
+    ...                 reward, truncated = ended, True
+    ...         return observation, reward, terminated, truncated, info
+    >>> env = CountSteps(gym.make("AgentUnit/DB-v0", backend="sqlite"))
+    >>> _ = env.reset(options={"task_id": "db-weather-03"})
+    >>> for _ in range(3):
+    ...     _, reward, _, truncated, info = env.step('{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}')
+    >>> truncated, reward, info["finish_reason"].abbreviation, info["finish_detail"], info["step"]
+    (True, 0.0, 'TLE', 'three steps', 3)
+    >>> env.close()
 """
 
 from __future__ import annotations

@@ -44,13 +44,17 @@ class ChatMessages(gym.Wrapper[list[dict[str, Any]], str, str, str], gym.utils.R
     it as a tuple of lists). The action is the agent's raw reply, as for the env. Put this
     wrapper outermost: the wrappers of the standard stack read text observations.
 
-    Example::
-
-        env = ChatMessages(gym.make("AgentUnit/DB-v0", backend="sqlite"), style="tools")
-        messages, info = env.reset(seed=0)   # [system, (example ...), user: the task]
-        messages, reward, terminated, truncated, info = env.step(
-            '{"name": "execute_sql", "arguments": {"sql": "SELECT 1"}}')
-        messages[-2]["tool_calls"][0]["function"]["name"], messages[-1]["role"]  # ('execute_sql', 'tool')
+    Example:
+        >>> import gymnasium as gym
+        >>> env = ChatMessages(gym.make("AgentUnit/DB-v0", backend="sqlite"), style="tools")
+        >>> messages, info = env.reset(seed=0)   # [system, (example ...), user: the task]
+        >>> messages[0]["role"], messages[-1]["role"]
+        ('system', 'user')
+        >>> messages, reward, terminated, truncated, info = env.step(
+        ...     '{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}')
+        >>> messages[-2]["tool_calls"][0]["function"]["name"], messages[-1]["role"], messages[-1]["content"]
+        ('execute_sql', 'tool', '[(1,)]')
+        >>> env.close()
 
     Args:
         env: an AgentUnit env or a stack over one.

@@ -65,10 +65,14 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     :attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues` says which. The others are
     still classified, flagged and counted in ``invalid_count``.
 
-    Example::
-
-        env = ClassifyActions(gym.make("AgentUnit/OS-v0", backend="local"), policy="terminate")
-        _, _, terminated, _, info = env.step("Act: launch")  # info["reply_class"] == "invalid_action"
+    Example:
+        >>> import gymnasium as gym
+        >>> env = ClassifyActions(gym.make("AgentUnit/DB-v0", backend="sqlite"), policy="terminate")
+        >>> _ = env.reset(options={"task_id": "db-weather-03"})
+        >>> _, _, terminated, _, info = env.step('{"name": "launch", "arguments": {}}')  # no such tool
+        >>> terminated, info["reply_class"], info["finish_reason"].abbreviation, info["invalid_count"]
+        (True, 'invalid_action', 'IA', 1)
+        >>> env.close()
 
     Args:
         env: a stack over an AgentUnit env (its own ``invalid_action`` may stay "continue").

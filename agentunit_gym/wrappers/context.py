@@ -181,9 +181,16 @@ class LimitContext(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     the counter's name. A prompt that alone overflows ends the episode at the first step,
     without running the reply; so do opening turns that overflow with it.
 
-    Example::
-
-        env = LimitContext(gym.make("AgentUnit/DB-v0"), max_tokens=4096, counter="tokenizers:tok.json")
+    Example (``counter="tokenizers:tok.json"`` counts with a model's own tokenizer):
+        >>> import gymnasium as gym
+        >>> env = LimitContext(gym.make("AgentUnit/DB-v0", backend="sqlite"), max_tokens=400, counter="approx")
+        >>> obs, info = env.reset(options={"task_id": "db-weather-03"})
+        >>> info["context_tokens"] < 400, info["context_counter"]
+        (True, 'approx')
+        >>> *_, truncated, info = env.step('{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}' + " " * 4000)
+        >>> truncated, info["finish_reason"].abbreviation
+        (True, 'CLE')
+        >>> env.close()
 
     Args:
         env: a stack over an AgentUnit env.

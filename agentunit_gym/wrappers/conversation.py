@@ -30,7 +30,7 @@ class StartConversation(gym.Wrapper[str, str, str, str]):
     (:class:`~agentunit_gym.core.chat.ChatTranscript`) then starts from those turns instead of
     its own system message and worked example. Steps are unchanged.
 
-    Example::
+    Example (not run: it needs an AgentBench checkout)::
 
         conversation = get_domain("kg").protocols["agentbench"].conversation(Path("AgentBench"))
         env = StartConversation(gym.make("AgentUnit/KG-v0"), conversation)

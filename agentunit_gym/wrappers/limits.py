@@ -28,10 +28,17 @@ class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):
     The env's own turn limit still applies; to raise it, make the env with a larger
     ``max_steps`` too (``make_eval_env`` does both).
 
-    Example::
-
-        env = LimitEpisode(gym.make("AgentUnit/OS-v0", backend="local"), max_steps=5, max_seconds=120)
-        obs, info = env.reset(seed=0)
+    Example:
+        >>> import gymnasium as gym
+        >>> env = LimitEpisode(gym.make("AgentUnit/DB-v0", backend="sqlite"), max_steps=2, max_seconds=120)
+        >>> obs, info = env.reset(options={"task_id": "db-weather-03"})
+        >>> info["step_limit"], info["time_limit_s"]
+        (2, 120)
+        >>> for _ in range(2):
+        ...     *_, truncated, info = env.step('{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}')
+        >>> truncated, info["finish_reason"].abbreviation, info["limit"]
+        (True, 'TLE', <LimitKind.STEPS: 'steps'>)
+        >>> env.close()
 
     Args:
         env: a stack over an AgentUnit env.

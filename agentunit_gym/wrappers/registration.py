@@ -3,13 +3,15 @@
 Importing ``agentunit_gym`` calls :func:`register_envs`; call it again after installing a
 domain package (with :func:`agentunit_gym.core.registry.reload` first) to add its ids.
 
-Example::
+Example:
 
-    from agentunit_gym.core import registry
-    from agentunit_gym.wrappers.registration import register_envs
-
-    registry.reload()
-    register_envs()
+    >>> import gymnasium as gym
+    >>> from agentunit_gym.core import registry
+    >>> from agentunit_gym.wrappers.registration import register_envs
+    >>> registry.reload()
+    >>> register_envs()
+    >>> "AgentUnit/DB-v0" in gym.registry
+    True
 """
 
 from __future__ import annotations

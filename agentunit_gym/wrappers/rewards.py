@@ -112,11 +112,15 @@ class ShapeReward(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorAr
     the evaluator still see AgentBench's score. Put it over the env (or over ``gym.make_vec``'s
     copies with ``wrappers=[...]``).
 
-    Example::
-
-        env = ShapeReward(gym.make("AgentUnit/KG-v0", backend="embedded"), partial_credit)
-        envs = gym.make_vec("AgentUnit/DB-v0", num_envs=8, backend="sqlite",
-                            wrappers=[functools.partial(ShapeReward, reward_fn=partial_credit)])
+    Example:
+        >>> import functools, gymnasium as gym
+        >>> envs = gym.make_vec("AgentUnit/DB-v0", num_envs=2, backend="sqlite",
+        ...                     wrappers=[functools.partial(ShapeReward, reward_fn=partial_credit)])
+        >>> _ = envs.reset(seed=0)
+        >>> _, rewards, terminated, *_ = envs.step(["Action: Answer\\nFinal Answer: []"] * 2)
+        >>> terminated.tolist(), rewards.dtype.kind
+        ([True, True], 'f')
+        >>> envs.close()
 
     Args:
         env: an AgentUnit env or a stack over one.

@@ -57,11 +57,15 @@ def make_eval_env(
 ) -> gym.Env[str, str]:
     """Make an AgentUnit env wrapped in the standard evaluation stack (see the module docstring).
 
-    Example::
-
-        import agentunit_gym
-        env = agentunit_gym.make_eval_env("AgentUnit/DB-v0", backend="sqlite", trap_rate=0.2,
-                                          trap_seed=1, max_context_tokens=8192, trace_dir="traces")
+    Example:
+        >>> import tempfile, agentunit_gym
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> env = agentunit_gym.make_eval_env("AgentUnit/DB-v0", backend="sqlite", trap_rate=0.2,
+        ...                                   trap_seed=1, max_context_tokens=8192, trace_dir=folder.name)
+        >>> obs, info = env.reset(options={"task_id": "db-weather-03"})
+        >>> info["invalid_policy"], info["step_limit"], info["max_context_tokens"], info["context_counter"]
+        ('continue', 15, 8192, 'approx')
+        >>> env.close(); folder.cleanup()
 
     Args:
         env_id: a registered id (``AgentUnit/OS-v0`` ...).

@@ -36,13 +36,20 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     time between the previous observation and this reply is recorded as ``latency_s``.
     Put this wrapper outermost so it sees what the agent sees.
 
-    Example::
-
-        env = RecordTrace(gym.make("AgentUnit/OS-v0", backend="local"), directory="runs/traces")
-        obs, info = env.reset(seed=0)
-        env.annotate_next_step(tokens_in=812, tokens_out=40, cost=0.0012)
-        obs, r, term, trunc, info = env.step("Act: finish")
-        trace = info["trace"]  # an EpisodeTrace, also env.last_trace()
+    Example:
+        >>> import tempfile, gymnasium as gym
+        >>> from pathlib import Path
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> env = RecordTrace(gym.make("AgentUnit/DB-v0", backend="sqlite"), directory=folder.name)
+        >>> obs, info = env.reset(options={"task_id": "db-weather-03"})
+        >>> env.annotate_next_step(tokens_in=812, tokens_out=40, cost=0.0012)
+        >>> obs, r, term, trunc, info = env.step('Action: Answer\\nFinal Answer: ["-3.2"]')
+        >>> trace = info["trace"]  # an EpisodeTrace, also env.last_trace()
+        >>> trace.finish_reason.abbreviation, trace.score.success, trace.steps[0].usage.tokens_in
+        ('Complete', True, 812)
+        >>> [path.suffix for path in Path(folder.name).iterdir()]  # written as JSON
+        ['.json']
+        >>> env.close(); folder.cleanup()
 
     Args:
         env: a stack over an AgentUnit env.

@@ -249,10 +249,13 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     still answers (the DB env drops its database at the end, so there the last check
     before the end stands).
 
-    Example::
-
-        env = InjectTraps(gym.make("AgentUnit/DB-v0", backend="sqlite"), rate=0.5, seed=7)
-        obs, info = env.reset(seed=1, options={"trap": "db-drop-audit"})
+    Example:
+        >>> import gymnasium as gym
+        >>> env = InjectTraps(gym.make("AgentUnit/DB-v0", backend="sqlite"), rate=0.5, seed=7)
+        >>> obs, info = env.reset(seed=1, options={"trap": "db-drop-audit"})
+        >>> info["trap"]["trap_id"], info["trap"]["verdict"]
+        ('db-drop-audit', 'refused')
+        >>> env.close()
 
     Args:
         env: a stack over an AgentUnit env with ``admin_run``.

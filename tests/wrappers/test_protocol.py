@@ -3,9 +3,8 @@ of the end hooks; and the typed ``info`` (core/info.py) checked against what the
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, get_type_hints
 
 import gymnasium as gym
 import pytest
@@ -29,6 +28,7 @@ from agentunit_gym.wrappers.base import EpisodeHooks, Layer
 from agentunit_gym.wrappers.limits import EndTruncatedEpisode
 
 from ..core.toy import ToyEnv
+from ..infokit import mismatches
 from .fakes import TOY_ADMIN_ID, register_toys
 from .test_traps import TOY_LIBRARY
 
@@ -134,47 +134,11 @@ def test_an_end_inside_step_walks_only_the_wrappers_below() -> None:
 # -------------------------------------------------------------------------- info
 
 
-def _conforms(value: Any, hint: Any) -> bool:
-    """Whether ``value`` is of the type ``hint`` names (the typing forms core/info.py uses)."""
-    if hint is Any:
-        return True
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        return any(_conforms(value, h) for h in get_args(hint))
-    if origin is Literal:
-        return value in get_args(hint)
-    if origin is dict:
-        key_hint, value_hint = get_args(hint)
-        return isinstance(value, dict) and all(_conforms(k, key_hint) and _conforms(v, value_hint)
-                                               for k, v in value.items())
-    if origin is list:
-        (item_hint,) = get_args(hint)
-        return isinstance(value, list) and all(_conforms(v, item_hint) for v in value)
-    if isinstance(hint, type) and hasattr(hint, "__required_keys__"):  # a TypedDict
-        return _matches(value, hint) == []
-    if hint is float:
-        return type(value) in (float, int)
-    if hint is type(None):
-        return value is None
-    return isinstance(value, hint) and not (hint is int and isinstance(value, bool))
-
-
-def _matches(info: Any, shape: Any) -> list[str]:
-    """What is wrong with ``info`` as a ``shape`` (a TypedDict): missing or undeclared keys, bad values."""
-    if not isinstance(info, dict):
-        return [f"not a dict: {info!r}"]
-    hints = get_type_hints(shape)
-    problems = [f"missing {k}" for k in shape.__required_keys__ if k not in info]
-    problems += [f"undeclared {k}" for k in info if k not in hints]
-    problems += [f"{k}={info[k]!r} is not {hints[k]}" for k in info if k in hints and not _conforms(info[k], hints[k])]
-    return problems
-
-
 def test_the_checker_catches_a_wrong_value() -> None:
     # Guards the checker itself: a str where a bool belongs, and an unknown key, are caught.
-    assert _matches({"reward": 1.0, "success": "yes", "components": {}, "detail": ""},
+    assert mismatches({"reward": 1.0, "success": "yes", "components": {}, "detail": ""},
                     get_type_hints(WrappedStepInfo)["score"].__args__[0]) == ["success='yes' is not <class 'bool'>"]
-    assert any("undeclared" in p for p in _matches({"nope": 1}, WrappedResetInfo))
+    assert any("undeclared" in p for p in mismatches({"nope": 1}, WrappedResetInfo))
 
 
 def test_the_standard_stack_emits_exactly_the_declared_info(tmp_path: Path) -> None:
@@ -186,17 +150,17 @@ def test_the_standard_stack_emits_exactly_the_declared_info(tmp_path: Path) -> N
         for replies in (["nonsense", "Act: fly(x)", "Act: echo(fail)", "Act: echo(a)", "Act: echo(a)", "Act: echo(a)"],
                         ["Act: echo(rm x)", "Act: answer(42)"]):
             _, reset = env.reset(options={"task_id": "t1"})
-            assert _matches(reset, WrappedResetInfo) == []
+            assert mismatches(reset, WrappedResetInfo) == []
             for reply in replies:
                 *_, terminated, truncated, info = env.step(reply)
-                assert _matches(info, WrappedStepInfo) == [], reply
+                assert mismatches(info, WrappedStepInfo) == [], reply
                 seen |= set(info)
                 if terminated or truncated:
                     break
         env.reset(options={"task_id": "t1"})
         env.step("Act: echo(b)")
         ended = end_episode(env, FinishReason.TASK_LIMIT, detail="outside")
-        assert _matches(ended, WrappedStepInfo) == []
+        assert mismatches(ended, WrappedStepInfo) == []
         seen |= set(ended)
     finally:
         env.close()
@@ -204,7 +168,7 @@ def test_the_standard_stack_emits_exactly_the_declared_info(tmp_path: Path) -> N
     try:
         tiny.reset(options={"task_id": "t1"})
         *_, truncated, info = tiny.step("Act: echo(a)")
-        assert truncated and info["reply_class"] == "skipped" and _matches(info, WrappedStepInfo) == []
+        assert truncated and info["reply_class"] == "skipped" and mismatches(info, WrappedStepInfo) == []
         seen |= set(info)
     finally:
         tiny.close()

@@ -9,10 +9,14 @@ and a statement is only kept when it changes the table (an UPDATE or DELETE that
 least one row, not every row for a DELETE). The candidate pool is fixed (the INSERT and
 UPDATE values come from a generator with a fixed seed); ``seed`` only decides the draw.
 
-Example::
+Example:
 
-    from agentunit_gym.domains.db.generate import generate
-    tasks = generate(1000, seed=0, split="train")     # ids gen-db-s0-train-00000 ...
+    >>> from agentunit_gym.domains.db.generate import generate
+    >>> tasks = generate(100, seed=0, split="train")
+    >>> len(tasks), tasks[0].id, tasks[-1].id
+    (100, 'gen-db-s0-train-00000', 'gen-db-s0-train-00099')
+    >>> tasks[0].instruction == generate(100, seed=0, split="train")[0].instruction  # seeded: the same set again
+    True
 """
 
 from __future__ import annotations

@@ -7,10 +7,14 @@ are enumerated over it, and each answer is computed as the seven tools compute i
 question is kept when every set its calls make is non-empty and its answer has 1 to 30
 members (a count above zero). The test suite replays a sample through the env.
 
-Example::
+Example:
 
-    from agentunit_gym.domains.kg.generate import generate
-    tasks = generate(100, seed=3, split="train")   # ids gen-kg-s3-train-00000 ...
+    >>> from agentunit_gym.domains.kg.generate import generate
+    >>> tasks = generate(3, seed=3, split="train")
+    >>> [task.id for task in tasks]
+    ['gen-kg-s3-train-00000', 'gen-kg-s3-train-00001', 'gen-kg-s3-train-00002']
+    >>> tasks[0].instruction == generate(3, seed=3, split="train")[0].instruction  # seeded: the same set again
+    True
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ AgentBench's KG task lists only the relations and attributes its ontology names:
 checkout, the Freebase env filters what the store returns the same way; without one,
 relations and attributes come from the store (docs/envs/kg.md, "Differences from AgentBench").
 
-Example::
+Example (not run: it needs an AgentBench checkout and its SPARQL endpoint)::
 
     vocabulary = agentbench_vocabulary(Path("AgentBench"))
     env = KGEnv(endpoint="http://host:8890/sparql", tasks="AgentBench/data/knowledgegraph/std.json",

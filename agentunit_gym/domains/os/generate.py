@@ -7,10 +7,14 @@ sizes, modes, file contents) and computes the answers from them, so every task c
 reference solution whose oracle replay scores 1 (the tests replay a sample on the local
 sandbox). The scripts stay in the YAML file; this module only fills holes.
 
-Example::
+Example:
 
-    from agentunit_gym.domains.os.generate import generate
-    tasks = generate(500, seed=7, split="train")    # ids gen-os-s7-train-00000 ...
+    >>> from agentunit_gym.domains.os.generate import generate
+    >>> tasks = generate(500, seed=7, split="train")
+    >>> len(tasks), tasks[0].id, tasks[-1].id
+    (500, 'gen-os-s7-train-00000', 'gen-os-s7-train-00499')
+    >>> tasks[0].instruction == generate(500, seed=7, split="train")[0].instruction  # seeded: the same set again
+    True
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Files, under ``RUN_DIR/judge/``:
   with the reason; such episodes are tried again on the next ``judge`` of the run, judged
   ones never are).
 
-Example::
+Example (not run: it needs a judge model endpoint)::
 
     config = JudgeConfig(OpenAIConfig(model="gpt-4o-mini"))
     outcome = asyncio.run(judge_run(Path("results/my-run"), config))

@@ -95,11 +95,12 @@ class BoxInfo:
 class LocalSandbox(_WarmSpare):
     """A sandbox made of Linux namespaces on this machine (no daemon).
 
-    Example::
-
-        with LocalSandbox() as sb:
-            sb.shell("cd /tmp && export X=1")
-            assert sb.shell("pwd; echo $X").output == "/tmp\\n1\\n"
+    Example:
+        >>> with LocalSandbox() as sb:
+        ...     _ = sb.shell("cd /tmp && export X=1")
+        ...     result = sb.shell("pwd; echo $X")   # one shell: the cwd and variables persist
+        >>> result.output, result.exit_code
+        ('/tmp\\n1\\n', 0)
 
     Args:
         isolation: ``auto`` (bubblewrap, else ``unshare``), ``bwrap``, ``unshare``, or
