@@ -31,22 +31,26 @@ The naive baseline, measured in the same run: the lockstep loop over a threaded 
 (benchmarks/lockstep.py, what ``--vector threads`` ran before the asynchronous engine became
 the only one), where each turn waits for every agent in flight.
 
-``--compare-own-dev`` (local only): each point is run twice back to back, as the code is and
-with the agent's shell given a ``/dev`` of its own on bubblewrap (``variant: own_dev``: the
-code of 2026-11-24 to 2026-11-26, before a reset in place put ``/dev/pts/ptmx`` back
-instead), so both see the same machine; for a machine that other jobs share.
+``--compare VARIANT`` (local only): each point is run twice back to back, as the code is and
+as it was, so both see the same machine (for a machine whose speed drifts, or that other
+jobs share): ``own_dev`` (``--compare-own-dev``), the agent's shell given a ``/dev`` of its
+own on bubblewrap (the code of 2026-11-24 to 2026-11-26, before a reset in place put
+``/dev/pts/ptmx`` back instead); ``exec_chain_before``, the one-off commands' exec chain
+before 2026-11-26 16:00 (``env --chdir`` per command, ``bwrap --help`` per agent shell).
 
 Usage (from the repo root)::
 
     python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
         [--concurrency 1,4,16,64,256] [--waves 16] [--target-waves 48] [--scale 1.0] [--json PATH]
-        [--compare-own-dev]
+        [--compare own_dev|exec_chain_before]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import heapq
 import json
 import math
@@ -56,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,23 +182,63 @@ def _own_dev_argv() -> tuple[str, ...] | None:
     return (*argv[:at], "--dev", "/dev", *argv[at:])
 
 
-def run_own_dev_point(env: str, backend: str, concurrency: int, episodes: int,
-                      env_options: dict[str, Any]) -> dict[str, Any]:
-    """:func:`run_point` with the agent's shell given a ``/dev`` of its own (the code before)."""
+@contextlib.contextmanager
+def _own_dev() -> Iterator[None]:
+    """The agent's shell given a ``/dev`` of its own (the code before ptmx was put back on reset)."""
     from agentunit_gym.backends.sandbox.local import shell as shell_module
 
     real = shell_module.bwrap_agent_argv
     shell_module.bwrap_agent_argv = _own_dev_argv  # type: ignore[assignment]
     try:
-        row = run_point(env, backend, concurrency, episodes, None, env_options)
+        yield
     finally:
         shell_module.bwrap_agent_argv = real  # type: ignore[assignment]
-    row["variant"] = "own_dev"
+
+
+@contextlib.contextmanager
+def _exec_chain_before() -> Iterator[None]:
+    """The exec chain before 2026-11-26 16:00: ``env --chdir`` in front of every one-off
+    command, ``bwrap --help`` asked at every agent shell's start, and ``nsenter`` and the
+    outer ``setpriv`` by bare name (each exec tried the ``PATH`` dirs in turn)."""
+    from agentunit_gym.backends.sandbox.local import box as box_module
+    from agentunit_gym.backends.sandbox.local import isolation
+
+    saved = (box_module._BoxProcesses._bash_startup, isolation._bwrap_has_chmod, isolation.tool_path,
+             box_module.tool_path)
+
+    def probe_every_time(tool: str) -> bool:
+        isolation._BWRAP_CHMOD.pop(tool, None)
+        return saved[1](tool)
+
+    def by_name(name: str, default: str | None = None) -> str:
+        return default or name
+
+    box_module._BoxProcesses._bash_startup = lambda self, argv: None  # type: ignore[method-assign]
+    isolation._bwrap_has_chmod = probe_every_time  # type: ignore[assignment]
+    isolation.tool_path = box_module.tool_path = by_name  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        (box_module._BoxProcesses._bash_startup, isolation._bwrap_has_chmod, isolation.tool_path,  # type: ignore[method-assign]
+         box_module.tool_path) = saved
+
+
+COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before}
+"""The variants ``--compare`` can run each point with, back to back with the code as it is."""
+
+
+def run_variant_point(variant: str, env: str, backend: str, concurrency: int, episodes: int,
+                      env_options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_point` with the code of ``variant`` (:data:`COMPARE`)."""
+    with COMPARE[variant]():
+        row = run_point(env, backend, concurrency, episodes, None, env_options)
+    row["variant"] = variant
     return row
 
 
 def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves: int, min_episodes: int,
-                  max_episodes: int, baseline: list[int], compare_own_dev: bool = False) -> dict[str, Any]:
+                  max_episodes: int, baseline: list[int], compare: str | None = None,
+                  variant_first: bool = False) -> dict[str, Any]:
     env, backend = BACKENDS[name]
     env_options: dict[str, Any] = {}
     server = None
@@ -212,10 +257,11 @@ def bench_backend(name: str, concurrencies: list[int], waves: int, target_waves:
     try:
         for c in concurrencies:
             episodes = min(max_episodes, max(min_episodes, (target_waves if c in TARGET_CS else waves) * c))
-            rows.append(run_point(env, backend, c, episodes, False, env_options))
-            _report(name, rows[-1], rows[0])
-            if compare_own_dev and name == "local":
-                rows.append(run_own_dev_point(env, backend, c, episodes, env_options))
+            runs = [functools.partial(run_point, env, backend, c, episodes, False, env_options)]
+            if compare is not None and name == "local":
+                runs.append(functools.partial(run_variant_point, compare, env, backend, c, episodes, env_options))
+            for run in runs if not variant_first else runs[::-1]:
+                rows.append(run())
                 _report(name, rows[-1], rows[0])
         for c in baseline:
             episodes = min(max_episodes, max(min_episodes, waves * c))
@@ -256,8 +302,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="highest concurrency on docker and mysql (default 64: 256 containers on a shared "
                              "2-core daemon, or 512 connections to a server allowing 200, are not measured)")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/eval_async.json"))
-    parser.add_argument("--compare-own-dev", action="store_true",
-                        help="local: run each point also with the agent's own /dev (the code before), back to back")
+    parser.add_argument("--compare", choices=sorted(COMPARE),
+                        help="local: run each point also with the code of this variant, back to back: own_dev (the "
+                             "agent's shell with a /dev of its own), exec_chain_before (env --chdir per one-off "
+                             "command, bwrap --help per shell)")
+    parser.add_argument("--compare-own-dev", action="store_const", const="own_dev", dest="compare",
+                        help="the same as --compare own_dev")
+    parser.add_argument("--variant-first", action="store_true",
+                        help="with --compare: run the variant before the code as it is at each point (to see the "
+                             "order's effect)")
     args = parser.parse_args(argv)
     LognormalOracle.scale = args.scale
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -272,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.backends.split(","):
         mine = [c for c in concurrencies if name in ("sqlite", "local") or c <= args.container_max_c]
         result["backends"][name] = bench_backend(name, mine, args.waves, args.target_waves, args.min_episodes,
-                                                 args.max_episodes, baseline, args.compare_own_dev)
+                                                 args.max_episodes, baseline, args.compare,
+                                                 args.variant_first)
         result["backends"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         args.json.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.json}")

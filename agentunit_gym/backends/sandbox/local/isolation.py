@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import logging
 import os
@@ -78,7 +79,7 @@ def agent_caps_argv() -> tuple[str, ...]:
     Root's capabilities after ``exec`` are its bounding set; no inheritable ones, no new
     privileges from setuid files."""
     keep = ",".join(f"+{cap.lower()}" for cap in AGENT_CAPABILITIES)
-    return (process.which("setpriv") or "/usr/bin/setpriv", f"--bounding-set=-all,{keep}", "--inh-caps=-all",
+    return (tool_path("setpriv", "/usr/bin/setpriv"), f"--bounding-set=-all,{keep}", "--inh-caps=-all",
             "--no-new-privs", "--")
 
 
@@ -93,13 +94,7 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
     of the agent's own per shell cost a few mounts per reset. Four processes fewer per shell
     than the ``unshare`` chain. None when this bubblewrap is too old for ``--chmod`` (before 0.5)."""
     tool = process.which("bwrap")
-    if tool is None:
-        return None
-    try:
-        helped = process.run([tool, "--help"], timeout=10.0)
-    except (AgentUnitError, OSError):
-        return None
-    if b"--chmod" not in helped.stdout + helped.stderr:
+    if tool is None or not _bwrap_has_chmod(tool):
         return None
     caps = [arg for cap in AGENT_CAPABILITIES for arg in ("--cap-add", f"CAP_{cap}")]
     return (tool, "--unshare-pid", "--unshare-ipc", "--as-pid-1", "--die-with-parent", "--dev-bind", "/", "/",
@@ -108,13 +103,80 @@ def bwrap_agent_argv() -> tuple[str, ...] | None:
             "--cap-drop", "ALL", *caps, "--")
 
 
+_TOOLS: dict[str, str] = {}
+
+
+def tool_path(name: str, default: str | None = None) -> str:
+    """``name``'s full path, looked up once per process (a bare name made every exec of the
+    chain try each ``PATH`` dir in turn); ``default`` (else the bare name) when not found."""
+    path = _TOOLS.get(name)
+    if path is None:
+        found = process.which(name)
+        path = found or default or name
+        if found:
+            _TOOLS[name] = path
+    return path
+
+
+_BWRAP_CHMOD: dict[str, bool] = {}
+
+
+def _bwrap_has_chmod(tool: str) -> bool:
+    """Whether bubblewrap at ``tool`` knows ``--chmod``: asked once per process (``--help``
+    was run for every agent shell, an exec per reset), a failed probe asked again next time."""
+    known = _BWRAP_CHMOD.get(tool)
+    if known is None:
+        try:
+            helped = process.run([tool, "--help"], timeout=10.0)
+        except (AgentUnitError, OSError):
+            return False
+        known = _BWRAP_CHMOD[tool] = b"--chmod" in helped.stdout + helped.stderr
+    return known
+
+
+_STARTUP_LOCK = threading.Lock()
+_STARTUP_FDS: dict[str, int | None] = {}
+
+
+def bash_startup_fd(workdir: str) -> int | None:
+    """A sealed in-memory file that a non-interactive bash reads first (``BASH_ENV``), which
+    changes to ``workdir``, forgets ``BASH_ENV`` and closes itself: a one-off bash command
+    then starts in the agent's workdir without ``env --chdir`` (an exec per command, ~1 ms of
+    CPU in a VM, where every dynamically linked program's start pays for ``cpuid``). One per
+    workdir, for the process's life; None where memfds or seals are not available.
+
+    Pass it with ``pass_fds`` and ``BASH_ENV=/proc/self/fd/<fd>``: the path is opened anew
+    inside the sandbox (its own ``/proc``); nothing but that one read sees the file.
+    """
+    with _STARTUP_LOCK:
+        if workdir in _STARTUP_FDS:
+            return _STARTUP_FDS[workdir]
+        fd: int | None = None
+        quoted = "'" + workdir.replace("'", "'\\''") + "'"
+        script = (f"unset BASH_ENV; exec {{__au_fd}}<&-\n"
+                  f"cd -- {quoted} 2>/dev/null || {{ printf 'bash: cannot change directory to %s\\n' {quoted} >&2; "
+                  "exit 125; }\n")
+        try:
+            fd = os.memfd_create("agentunit-gym-bash-startup", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.write(fd, script.replace("{__au_fd}", str(fd)).encode())
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+        except (AttributeError, OSError) as exc:
+            logger.debug("no sealed memfd for bash's startup file (%s): one-off commands use env --chdir", exc)
+            if fd is not None:
+                os.close(fd)
+            fd = None
+        _STARTUP_FDS[workdir] = fd
+        return fd
+
+
 def drop_privileges_argv() -> list[str]:
     """The prefix that makes a root caller's sandbox processes run as :data:`ROOT_CALLER_UID`
     on the host (so root inside maps to an unprivileged uid); empty for a non-root caller."""
     if os.geteuid() != 0:
         return []
     uid = str(ROOT_CALLER_UID)
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    return [tool_path("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
 
 def _bwrap_system_args() -> list[str]:
