@@ -761,3 +761,36 @@ def test_the_agents_ctrl_c_works_when_the_caller_ignores_sigint(mechanism: str) 
             assert sandbox.shell('echo "$0 $INNER"').output == "sh 1\n"  # the nested shell was kept
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_bash_one_off_starts_in_the_workdir_through_a_startup_file_nobody_else_sees(
+        sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    argvs: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def spy(args: Sequence[str], *rest: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        argvs.append(list(args))
+        return real_popen(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    result = sandbox.run('pwd; echo "[$BASH_ENV]"; readlink /proc/$$/fd/* | grep -c memfd; cd /tmp && bash -c pwd; '
+                         'echo "$0 $*"', args=("a", "b c"))
+    # In the workdir, with no trace of the startup file: not in the environment, its
+    # descriptor closed (no memfd among bash's), and a nested bash does not read it again
+    # (it would go back to the workdir).
+    assert result.output == "/root\n[]\n0\n/tmp\nbash a b c\n", result
+    assert argvs and all("/usr/bin/env" not in argv for argv in argvs)
+    argvs.clear()
+    assert sandbox.run("import os; print(os.getcwd())", language="python").output == "/root\n"
+    assert any("/usr/bin/env" in argv and "--chdir=/root" in argv for argv in argvs)  # python keeps env --chdir
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "unshare"])
+def test_a_one_off_whose_workdir_is_gone_exits_125(mechanism: str) -> None:
+    with LocalSandbox(isolation=mechanism, workdir="/root/project") as sb:  # type: ignore[arg-type]
+        sb.shell("mkdir /root/project")
+        assert sb.run("pwd").output == "/root/project\n"
+        sb.shell("cd / && rm -rf /root/project")
+        result = sb.run("echo ran")
+        assert result.exit_code == 125 and "cannot change directory to '/root/project'" in result.output, result
+        assert "ran" not in result.output

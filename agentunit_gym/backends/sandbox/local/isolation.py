@@ -154,8 +154,8 @@ def bash_startup_fd(workdir: str) -> int | None:
         fd: int | None = None
         quoted = "'" + workdir.replace("'", "'\\''") + "'"
         script = (f"unset BASH_ENV; exec {{__au_fd}}<&-\n"
-                  f"cd -- {quoted} 2>/dev/null || {{ printf 'bash: cannot change directory to %s\\n' {quoted} >&2; "
-                  "exit 125; }\n")
+                  f"cd -- {quoted} 2>/dev/null || "
+                  f"{{ printf 'bash: cannot change directory to \\047%s\\047\\n' {quoted} >&2; exit 125; }}\n")
         try:
             fd = os.memfd_create("agentunit-gym-bash-startup", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.write(fd, script.replace("{__au_fd}", str(fd)).encode())
