@@ -36,7 +36,8 @@ as it was, so both see the same machine (for a machine whose speed drifts, or th
 jobs share): ``own_dev`` (``--compare-own-dev``), the agent's shell given a ``/dev`` of its
 own on bubblewrap (the code of 2026-11-24 to 2026-11-26, before a reset in place put
 ``/dev/pts/ptmx`` back instead); ``exec_chain_before``, the one-off commands' exec chain
-before 2026-11-26 16:00 (``env --chdir`` per command, ``bwrap --help`` per agent shell).
+before 2026-11-26 16:00 (``env --chdir`` per command where ``nsenter --wdns`` is now,
+``bwrap --help`` per agent shell).
 
 Usage (from the repo root)::
 
@@ -198,13 +199,13 @@ def _own_dev() -> Iterator[None]:
 @contextlib.contextmanager
 def _exec_chain_before() -> Iterator[None]:
     """The exec chain before 2026-11-26 16:00: ``env --chdir`` in front of every one-off
-    command, ``bwrap --help`` asked at every agent shell's start, and ``nsenter`` and the
-    outer ``setpriv`` by bare name (each exec tried the ``PATH`` dirs in turn)."""
+    command (now ``nsenter --wdns``), ``bwrap --help`` asked at every agent shell's start,
+    and ``nsenter`` and the outer ``setpriv`` by bare name (each exec tried the ``PATH`` dirs
+    in turn)."""
     from agentunit_gym.backends.sandbox.local import box as box_module
     from agentunit_gym.backends.sandbox.local import isolation
 
-    saved = (box_module._BoxProcesses._bash_startup, isolation._bwrap_has_chmod, isolation.tool_path,
-             box_module.tool_path)
+    saved = (box_module.nsenter_has_wdns, isolation._bwrap_has_chmod, isolation.tool_path, box_module.tool_path)
 
     def probe_every_time(tool: str) -> bool:
         isolation._BWRAP_CHMOD.pop(tool, None)
@@ -213,13 +214,13 @@ def _exec_chain_before() -> Iterator[None]:
     def by_name(name: str, default: str | None = None) -> str:
         return default or name
 
-    box_module._BoxProcesses._bash_startup = lambda self, argv: None  # type: ignore[method-assign]
+    box_module.nsenter_has_wdns = lambda tool: False  # type: ignore[assignment]
     isolation._bwrap_has_chmod = probe_every_time  # type: ignore[assignment]
     isolation.tool_path = box_module.tool_path = by_name  # type: ignore[assignment]
     try:
         yield
     finally:
-        (box_module._BoxProcesses._bash_startup, isolation._bwrap_has_chmod, isolation.tool_path,  # type: ignore[method-assign]
+        (box_module.nsenter_has_wdns, isolation._bwrap_has_chmod, isolation.tool_path,  # type: ignore[assignment]
          box_module.tool_path) = saved
 
 
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", choices=sorted(COMPARE),
                         help="local: run each point also with the code of this variant, back to back: own_dev (the "
                              "agent's shell with a /dev of its own), exec_chain_before (env --chdir per one-off "
-                             "command, bwrap --help per shell)")
+                             "command instead of nsenter --wdns, bwrap --help per shell)")
     parser.add_argument("--compare-own-dev", action="store_const", const="own_dev", dest="compare",
                         help="the same as --compare own_dev")
     parser.add_argument("--variant-first", action="store_true",

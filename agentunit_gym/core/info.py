@@ -15,7 +15,8 @@ Three layers of keys, each a ``TypedDict`` that mypy checks where the keys are w
   the final step's ``info`` by :func:`merge_end`;
 - :class:`WrappedResetInfo` and :class:`WrappedStepInfo`: the same plus the keys the
   evaluation wrappers add (each present exactly when its wrapper is in the stack, then on
-  every step with one type).
+  every step with one type; the evaluator's aborted step of a stack that had already ended
+  carries the env's keys only, docs/wrappers.md).
 
 The evaluator adds a few keys of its own on top (``seed``, ``reference_actions``, ``aborted``:
 :mod:`agentunit_gym.eval.info`). The tables in docs/core.md (the env's keys), docs/wrappers.md

@@ -28,9 +28,9 @@ from agentunit_gym.backends.sandbox.local.isolation import (
     Isolation,
     _default_signals_argv,
     agent_caps_argv,
-    bash_startup_fd,
     drop_privileges_argv,
     holder_argv,
+    nsenter_has_wdns,
     tool_path,
 )
 from agentunit_gym.backends.sandbox.local.procfs import (
@@ -218,8 +218,7 @@ class _BoxProcesses(Sandbox):
     # ------------------------------------------------------------------ processes of the box
 
     def _spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
-               in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None,
-               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+               in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None) -> subprocess.Popen[bytes]:
         """Start a process in its own session: the one place this module creates processes.
         With ``tty`` (a terminal's path), that terminal becomes the session's controlling
         terminal (for the agent's shell: job control).
@@ -248,7 +247,7 @@ class _BoxProcesses(Sandbox):
                 argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
         argv = [*_default_signals_argv(), *argv]
         try:
-            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env or self._env,
+            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=self._env,
                                     start_new_session=new_session, close_fds=True, pass_fds=pass_fds)
         except OSError as exc:
             raise BackendError(f"could not start {argv[0]!r} for the local sandbox: {exc}") from exc
@@ -340,12 +339,10 @@ class _BoxProcesses(Sandbox):
                 buf += chunk
         return buf.split(b"\n", 1)[0]
 
-    def _enter_argv(self, box: _Box, argv: Sequence[str], *, new_shell: bool = False,
-                    chdir: bool = True) -> list[str]:
+    def _enter_argv(self, box: _Box, argv: Sequence[str], *, new_shell: bool = False) -> list[str]:
         """``argv`` to run inside the sandbox (or on the host when unisolated): in the agent's
-        namespaces with the agent's capabilities, in the workdir (``chdir=False``: ``argv``
-        changes there itself, see :meth:`_bash_startup`); with ``new_shell``, in the box's own
-        namespaces with all of root's there (what the agent's shell starts from)."""
+        namespaces with the agent's capabilities, in the workdir; with ``new_shell``, in the
+        box's own namespaces with all of root's there (what the agent's shell starts from)."""
         if self.mechanism == "none":
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
@@ -355,11 +352,14 @@ class _BoxProcesses(Sandbox):
         target = None if new_shell else self._agent_init(box)
         if target is None and not new_shell:
             box.tainted = True
+        nsenter = tool_path("nsenter")
+        # The workdir: nsenter changes to it inside (--wdns) where it can, else env does.
+        wdns = not new_shell and nsenter_has_wdns(nsenter)
         # With network=True the sandbox is in the host's network namespace, which we may not enter.
-        return [tool_path("nsenter"), "-t", str(target or box.ns_pid), "-U", "-m", "-p",
-                *([] if self.network else ["-n"]), "-i", "-u", "-r", "--preserve-credentials", "--",
-                *(argv if new_shell else [*agent_caps_argv(), *(["/usr/bin/env", f"--chdir={self.workdir}"]
-                                                                if chdir else []), *argv])]
+        return [nsenter, "-t", str(target or box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i",
+                "-u", "-r", *([f"--wdns={self.workdir}"] if wdns else []), "--preserve-credentials", "--",
+                *(argv if new_shell else [*agent_caps_argv(), *([] if wdns else
+                                                                ["/usr/bin/env", f"--chdir={self.workdir}"]), *argv])]
 
     @staticmethod
     def _agent_init(box: _Box) -> int | None:
@@ -469,15 +469,6 @@ class _BoxProcesses(Sandbox):
             raise ConfigError(f"language must be 'bash' or 'python', got {language!r}.")
         return self._exec(argv, timeout=timeout, max_output=max_output)
 
-    def _bash_startup(self, argv: Sequence[str]) -> int | None:
-        """The startup file (:func:`.isolation.bash_startup_fd`) that takes a one-off bash
-        command to the workdir in place of ``env --chdir``; None for other commands, unisolated
-        sandboxes, or when the caller set ``BASH_ENV`` itself."""
-        if self.mechanism == "none" or not argv or argv[0] != "/bin/bash" or "-c" not in argv[:4] \
-                or "BASH_ENV" in self._env:
-            return None
-        return bash_startup_fd(self.workdir)
-
     def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
               capture: Capture | None = None) -> ExecResult:
         box = self._current()
@@ -485,11 +476,8 @@ class _BoxProcesses(Sandbox):
             raise self._died_error()
         started = time.monotonic()
         capture = capture if capture is not None else Capture(max_output)
-        startup = self._bash_startup(argv)
-        proc = self._spawn(self._enter_argv(box, argv, chdir=startup is None), stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, in_sandbox=True,
-                           pass_fds=() if startup is None else (startup,),
-                           env=None if startup is None else {**self._env, "BASH_ENV": f"/proc/self/fd/{startup}"})
+        proc = self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, in_sandbox=True)
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)

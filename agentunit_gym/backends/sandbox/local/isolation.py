@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import logging
 import os
@@ -134,40 +133,23 @@ def _bwrap_has_chmod(tool: str) -> bool:
     return known
 
 
-_STARTUP_LOCK = threading.Lock()
-_STARTUP_FDS: dict[str, int | None] = {}
+_NSENTER_WDNS: dict[str, bool] = {}
 
 
-def bash_startup_fd(workdir: str) -> int | None:
-    """A sealed in-memory file that a non-interactive bash reads first (``BASH_ENV``), which
-    changes to ``workdir``, forgets ``BASH_ENV`` and closes itself: a one-off bash command
-    then starts in the agent's workdir without ``env --chdir`` (an exec per command, ~1 ms of
-    CPU in a VM, where every dynamically linked program's start pays for ``cpuid``). One per
-    workdir, for the process's life; None where memfds or seals are not available.
-
-    Pass it with ``pass_fds`` and ``BASH_ENV=/proc/self/fd/<fd>``: the path is opened anew
-    inside the sandbox (its own ``/proc``); nothing but that one read sees the file.
-    """
-    with _STARTUP_LOCK:
-        if workdir in _STARTUP_FDS:
-            return _STARTUP_FDS[workdir]
-        fd: int | None = None
-        quoted = "'" + workdir.replace("'", "'\\''") + "'"
-        script = (f"unset BASH_ENV; exec {{__au_fd}}<&-\n"
-                  f"cd -- {quoted} 2>/dev/null || "
-                  f"{{ printf 'bash: cannot change directory to \\047%s\\047\\n' {quoted} >&2; exit 125; }}\n")
+def nsenter_has_wdns(tool: str) -> bool:
+    """Whether ``nsenter`` at ``tool`` knows ``--wdns`` (util-linux 2.38+: change to a
+    directory of the entered mount namespace), asked once per process. With it a one-off
+    command starts in the workdir without ``env --chdir`` in front (an exec fewer, ~1 ms of
+    CPU in a VM, where every dynamically linked program's start pays for ``cpuid``), and a
+    workdir that is gone stops the command before it runs, as ``env`` did."""
+    known = _NSENTER_WDNS.get(tool)
+    if known is None:
         try:
-            fd = os.memfd_create("agentunit-gym-bash-startup", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            os.write(fd, script.replace("{__au_fd}", str(fd)).encode())
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-        except (AttributeError, OSError) as exc:
-            logger.debug("no sealed memfd for bash's startup file (%s): one-off commands use env --chdir", exc)
-            if fd is not None:
-                os.close(fd)
-            fd = None
-        _STARTUP_FDS[workdir] = fd
-        return fd
+            helped = process.run([tool, "--help"], timeout=10.0)
+        except (AgentUnitError, OSError):
+            return False
+        known = _NSENTER_WDNS[tool] = b"--wdns" in helped.stdout + helped.stderr
+    return known
 
 
 def drop_privileges_argv() -> list[str]:
@@ -257,12 +239,13 @@ def detect_isolation(preferred: Isolation = "auto") -> Literal["bwrap", "unshare
     return None
 
 
-_RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
-"""Signals a shell started in the background inherits ignored (``nohup``, ``cmd &`` without job control)."""
+_RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+"""Signals a caller may have inherited ignored: ``cmd &`` without job control ignores INT and
+QUIT, ``nohup`` HUP. (SIGPIPE, which Python itself ignores, subprocess puts back anyway.)"""
 
 
 def _default_signals_argv() -> list[str]:
-    """``env --default-signal=INT,QUIT`` when this process ignores either, else nothing.
+    """``env --default-signal=INT,QUIT,HUP`` when this process ignores any of them, else nothing.
 
     The box's processes inherit our signal dispositions, and one that starts with SIGINT
     ignored cannot take it back: the agent's Ctrl-C (a nested shell's busy loop ended by the
@@ -271,7 +254,7 @@ def _default_signals_argv() -> list[str]:
     handlers); the wrapper costs one exec, paid only when something is ignored."""
     if all(signal.getsignal(number) is not signal.SIG_IGN for number in _RESET_SIGNALS):
         return []
-    return [_ENV_PROGRAM, "--default-signal=INT,QUIT"]
+    return [_ENV_PROGRAM, "--default-signal=INT,QUIT,HUP"]
 
 
 _ENV_PROGRAM = shutil.which("env") or "/usr/bin/env"

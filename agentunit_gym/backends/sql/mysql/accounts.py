@@ -2,8 +2,9 @@
 
 An account is made once (``CREATE USER`` and a ``GRANT`` on its database's name) and then
 serves episode after episode (:func:`renew_account`): the database is dropped and created
-again under the same name, which the grant survives, and the connection's session is reset
-(``COM_RESET_CONNECTION``) instead of logging in again. What one episode's session leaves
+again under the same name, which the grant survives (after a database the task named: every
+right revoked, that database dropped, the grant given back on the account's own), and the
+connection's session is reset (``COM_RESET_CONNECTION``) instead of logging in again. What one episode's session leaves
 behind (temporary tables, user variables, prepared statements, session variables, open
 transactions, table and named locks) goes with the reset; what it leaves in its database
 (tables, views, triggers, routines, events) goes with the database; a password the agent set

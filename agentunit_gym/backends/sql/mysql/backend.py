@@ -103,7 +103,7 @@ class MySQLBackend(SQLBackend):
             memory_limit: the container's memory limit.
             tmpfs_size: size of the container's tmpfs datadir.
             spares: episode accounts (user, empty database, connection) kept ready by a
-                worker thread, which also renews (unnamed) or drops ended episodes' ones;
+                worker thread, which also renews ended episodes' ones (or drops them);
                 taken ones are replaced when an episode closes. 0: made and dropped inside
                 ``open_episode`` and ``close``.
 

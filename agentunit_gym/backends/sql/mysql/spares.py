@@ -46,7 +46,7 @@ from agentunit_gym.backends.sql.mysql.connection import (
 )
 from agentunit_gym.backends.sql.mysql.dialect import Dialect
 from agentunit_gym.backends.sql.mysql.statement import limit_statement
-from agentunit_gym.errors import BackendUnavailableError
+from agentunit_gym.errors import BackendTimeoutError, BackendUnavailableError
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -201,7 +201,12 @@ class SparePool:
 
     def wait_dropped(self, database: str) -> None:
         """Wait (at most :data:`SPARE_WAIT_S`) until a queued drop of ``database`` has run, so
-        the name can be created again."""
+        the name can be created again.
+
+        Raises:
+            BackendTimeoutError: the drop (or the renewal that drops it) was still running:
+                creating the name now could lose the new database to that task's cleanup.
+        """
         with self._lock:
             waiting = any(database in names for _, names in self._backlog)
         if waiting:
@@ -211,7 +216,11 @@ class SparePool:
         if future is not None:
             try:
                 future.result(timeout=SPARE_WAIT_S)
-            except Exception as exc:  # noqa: BLE001 - then CREATE DATABASE says the name is taken
+            except FutureTimeoutError as exc:
+                raise BackendTimeoutError(f"database {database!r} of an ended episode was still being dropped "
+                                          f"on {self._describe()} after {SPARE_WAIT_S:g} s; open the episode "
+                                          "again later") from exc
+            except Exception as exc:  # noqa: BLE001 - done: then CREATE DATABASE says if the name is taken
                 logger.warning("waiting for database %r to be dropped: %s", database, exc)
 
     def settle(self, timeout: float) -> bool:
@@ -342,12 +351,11 @@ class SparePool:
                                                              unique_database_name(), create_database=True))
 
     def _renew(self, account: Account) -> Account:
-        pymysql = load_pymysql()
         try:
             limit = limit_statement(self._flavor, account.limit) if account.limit is not None else None
             return self._with_admin(lambda admin: renew_account(admin, account, self._dialect, limit),
                                     hold_back=True)
-        except (pymysql.err.MySQLError, BackendUnavailableError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the account is dropped, never kept half-renewed
             logger.debug("could not renew episode account %s (%s); making a new one", account.account, exc)
         close_quietly(account.conn)
         self._drop([account.account], list(dict.fromkeys([account.database, account.home])))
