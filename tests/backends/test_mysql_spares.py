@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from agentunit_gym.backends.sql.mysql import MySQLBackend, connect, parse_dsn
 from agentunit_gym.backends.sql.mysql import spares as spares_module
 from agentunit_gym.backends.sql.mysql.episode import needs_commit
 from agentunit_gym.backends.sql.mysql.statement import Killer
-from agentunit_gym.errors import ConfigError
+from agentunit_gym.errors import BackendTimeoutError, ConfigError
 from tests.backends.external_mysql import tcp_mariadb
 
 T = TableData("t", (Column("a"), Column("b")), (("1", "x"), ("2", None)))
@@ -311,3 +312,20 @@ def test_our_image_s_defaults_spare_the_session_setup_and_a_stock_server_gets_it
                 db.close()
     finally:
         stock.close()
+
+
+def test_a_named_reopen_that_outwaits_the_drop_of_its_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A renewal still dropping `cities` past the wait: creating the name now could lose the
+    # new database to that renewal's cleanup if it then failed, so the reopen is refused.
+    pool = object.__new__(spares_module.SparePool)
+    pool._lock = threading.Lock()  # noqa: SLF001
+    pool._backlog = []  # noqa: SLF001
+    pool._drops = {"cities": Future()}  # noqa: SLF001
+    pool._describe = lambda: "the test server"  # noqa: SLF001
+    monkeypatch.setattr(spares_module, "SPARE_WAIT_S", 0.05)
+    with pytest.raises(BackendTimeoutError, match="'cities'.*still being dropped on the test server"):
+        pool.wait_dropped("cities")
+    done: Future[None] = Future()
+    done.set_exception(RuntimeError("the drop failed"))
+    pool._drops = {"cities": done}  # noqa: SLF001
+    pool.wait_dropped("cities")  # done, even if it failed: CREATE DATABASE says whether the name is free
