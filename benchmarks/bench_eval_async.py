@@ -208,7 +208,7 @@ def _exec_chain_before() -> Iterator[None]:
     saved = (box_module.nsenter_has_wdns, isolation._bwrap_has_chmod, isolation.tool_path, box_module.tool_path)
 
     def probe_every_time(tool: str) -> bool:
-        isolation._BWRAP_CHMOD.pop(tool, None)
+        isolation._KNOWN_OPTIONS.pop((tool, "--chmod"), None)
         return saved[1](tool)
 
     def by_name(name: str, default: str | None = None) -> str:

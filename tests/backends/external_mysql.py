@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from agentunit_gym.backends import process
 
@@ -59,3 +60,17 @@ def external_dsn() -> Iterator[str]:
         return
     with tcp_mariadb() as (container_dsn, _container):
         yield container_dsn
+
+
+def admin_rows(backend: Any, sql: str) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on a fresh admin connection of our own to ``backend``'s server (a
+    :class:`~agentunit_gym.backends.sql.mysql.MySQLBackend`), independent of the backend's."""
+    from agentunit_gym.backends.sql.mysql import connect
+
+    conn = connect(backend.admin_connect_params())
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()

@@ -12,7 +12,6 @@ Against our MariaDB container and a networked MariaDB reached by DSN (for the le
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,7 @@ from agentunit_gym.backends.sql.mysql import MySQLBackend, connect, parse_dsn
 from agentunit_gym.backends.sql.mysql.accounts import reset_session
 from agentunit_gym.backends.sql.mysql.dialect import MARIADB_COLLATION, MARIADB_SQL_MODE, Dialect
 from agentunit_gym.backends.sql.mysql.episode import MySQLEpisode
-from tests.backends.external_mysql import tcp_mariadb
+from tests.backends.external_mysql import admin_rows, tcp_mariadb
 
 pytestmark = pytest.mark.docker
 
@@ -33,17 +32,6 @@ def mysql() -> Iterator[MySQLBackend]:
     backend = MySQLBackend()
     yield backend
     backend.close()
-
-
-def admin_rows(backend: MySQLBackend, sql: str) -> list[tuple[Any, ...]]:
-    """``sql`` on a fresh admin connection of our own (independent of the backend's)."""
-    conn = connect(backend.admin_connect_params())
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
 
 
 def reopen(backend: MySQLBackend, first: MySQLEpisode, connection_id: int) -> MySQLEpisode:

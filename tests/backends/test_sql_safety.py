@@ -18,25 +18,15 @@ import pytest
 from agentunit_gym.backends.process import docker_client
 from agentunit_gym.backends.sql.base import Column, EpisodeDatabase, TableData
 from agentunit_gym.backends.sql.hashing import quote_mysql_identifier, quote_sqlite_identifier, table_statements
-from agentunit_gym.backends.sql.mysql import MySQLBackend, connect
+from agentunit_gym.backends.sql.mysql import MySQLBackend
 from agentunit_gym.backends.sql.sqlite import SQLiteBackend
 from agentunit_gym.errors import BackendError, EpisodeStateError
+from tests.backends.external_mysql import admin_rows
 
 SECRET = TableData("secret", (Column("s"),), (("do not read",),))
 MINE = TableData("mine", (Column("n", "INT"), Column("v")), tuple((str(i), f"v{i}") for i in range(1, 51)))
 CROSS_JOIN = ("SELECT COUNT(*) FROM mine a, mine b, mine c, mine d, mine e, mine f "
               "WHERE a.n + b.n + c.n + d.n + e.n + f.n = -1")
-
-
-def admin_rows(backend: MySQLBackend, sql: str) -> list[tuple[Any, ...]]:
-    """Run ``sql`` on a fresh admin connection of our own (independent of the backend's)."""
-    conn = connect(backend.admin_connect_params())
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
 
 
 def state(backend: MySQLBackend) -> tuple[list[Any], list[Any], list[Any]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -163,15 +162,6 @@ def test_answer_md5_is_used_on_mysql_backends(data_dir: Path) -> None:
                 assert reward == 0.0 and info["score"]["components"]["expected_hash"] == "0" * 32
     finally:
         backend.close()
-
-
-@pytest.fixture(scope="module")
-def mysql() -> Iterator[SQLBackend]:
-    from agentunit_gym.backends.sql.factory import open_sql_backend
-
-    backend = open_sql_backend("mysql")
-    yield backend
-    backend.close()
 
 
 @pytest.mark.docker

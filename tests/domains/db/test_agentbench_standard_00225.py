@@ -11,7 +11,6 @@ keeps the item's hash: scores stay comparable. Hashes are computed here with has
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,15 +99,6 @@ def test_the_given_hash_is_that_of_a_doubled_table(tasks: list[DBTask]) -> None:
         grade_all(backend, tasks)
     finally:
         backend.close()
-
-
-@pytest.fixture(scope="module")
-def mysql() -> Iterator[SQLBackend]:
-    from agentunit_gym.backends.sql.factory import open_sql_backend
-
-    backend = open_sql_backend("mysql")
-    yield backend
-    backend.close()
 
 
 @pytest.mark.docker

@@ -117,39 +117,34 @@ def tool_path(name: str, default: str | None = None) -> str:
     return path
 
 
-_BWRAP_CHMOD: dict[str, bool] = {}
+_KNOWN_OPTIONS: dict[tuple[str, str], bool] = {}
+
+
+def tool_knows(tool: str, option: str) -> bool:
+    """Whether the program at ``tool`` lists ``option`` in its ``--help``: asked once per
+    process and option (a probe is an exec), a failed probe asked again next time."""
+    known = _KNOWN_OPTIONS.get((tool, option))
+    if known is None:
+        try:
+            helped = process.run([tool, "--help"], timeout=10.0)
+        except (AgentUnitError, OSError):
+            return False
+        known = _KNOWN_OPTIONS[(tool, option)] = option.encode() in helped.stdout + helped.stderr
+    return known
 
 
 def _bwrap_has_chmod(tool: str) -> bool:
-    """Whether bubblewrap at ``tool`` knows ``--chmod``: asked once per process (``--help``
-    was run for every agent shell, an exec per reset), a failed probe asked again next time."""
-    known = _BWRAP_CHMOD.get(tool)
-    if known is None:
-        try:
-            helped = process.run([tool, "--help"], timeout=10.0)
-        except (AgentUnitError, OSError):
-            return False
-        known = _BWRAP_CHMOD[tool] = b"--chmod" in helped.stdout + helped.stderr
-    return known
-
-
-_NSENTER_WDNS: dict[str, bool] = {}
+    """Whether bubblewrap knows ``--chmod`` (0.5+; asked at every agent shell's start before)."""
+    return tool_knows(tool, "--chmod")
 
 
 def nsenter_has_wdns(tool: str) -> bool:
-    """Whether ``nsenter`` at ``tool`` knows ``--wdns`` (util-linux 2.38+: change to a
-    directory of the entered mount namespace), asked once per process. With it a one-off
-    command starts in the workdir without ``env --chdir`` in front (an exec fewer, ~1 ms of
-    CPU in a VM, where every dynamically linked program's start pays for ``cpuid``), and a
-    workdir that is gone stops the command before it runs, as ``env`` did."""
-    known = _NSENTER_WDNS.get(tool)
-    if known is None:
-        try:
-            helped = process.run([tool, "--help"], timeout=10.0)
-        except (AgentUnitError, OSError):
-            return False
-        known = _NSENTER_WDNS[tool] = b"--wdns" in helped.stdout + helped.stderr
-    return known
+    """Whether ``nsenter`` knows ``--wdns`` (util-linux 2.38+: change to a directory of the
+    entered mount namespace). With it a one-off command starts in the workdir without ``env
+    --chdir`` in front (an exec fewer, ~1 ms of CPU in a VM, where every dynamically linked
+    program's start pays for ``cpuid``), and a workdir that is gone stops the command before
+    it runs, as ``env`` did."""
+    return tool_knows(tool, "--wdns")
 
 
 def drop_privileges_argv() -> list[str]:
