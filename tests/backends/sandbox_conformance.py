@@ -40,6 +40,20 @@ HOST_CANARY_DIRS = (Path("/etc"), Path("/root"), Path("/home"), Path("/var/tmp")
 
 FORK_BOMB = ":(){ :|:& };:"
 
+FILL_THE_LIMIT_LATER = "(sleep 0.5; for i in $(seq 100); do sleep 300 & done; wait) &"
+
+SLOW_SPAWNER = """sleep 300 & sleep 300 & sleep 300 & python3 -c '
+import os, time
+for _ in range(20):
+    end = time.process_time() + 0.01
+    while time.process_time() < end:
+        pass
+    if os.fork() == 0:
+        time.sleep(300)
+        os._exit(0)
+time.sleep(300)
+' &"""
+
 SPAWN_UNTIL_REFUSED = """
 import subprocess
 procs = []
@@ -760,6 +774,41 @@ class SandboxConformance:
         assert left <= 3, left
         limited.reset()
         assert limited.shell("echo fresh").output == "fresh\n"
+
+    @pytest.mark.slow
+    def test_a_job_that_fills_the_pids_limit_after_its_command_does_not_stop_one_off_commands(
+            self, limited: Sandbox) -> None:
+        # Two processes standing still when the command ends (deliberate, as far as anyone can
+        # tell then); half a second later they fill the pids limit and stay there, retrying.
+        started = limited.shell(FILL_THE_LIMIT_LATER)
+        assert started.exit_code == 0 and "killed" not in started.output, started
+        time.sleep(3)
+        # A one-off command (the evaluation's check) still runs: the box is cleared for it first.
+        assert limited.run("echo ok").output == "ok\n"
+        assert count_procs(limited, "sleep") == 0
+        assert limited.shell("echo alive").output == "alive\n"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def throttled_instance(cls, sandbox_kind: str) -> Iterator[Sandbox]:
+        options: dict[str, Any] = {"pool_size": 0} if sandbox_kind == "docker" else {"warm_spare": False}
+        sandbox = make_sandbox(sandbox_kind, **dict(LIMITS, cpus=0.1), runaway_budget=8, **options)
+        sandbox.start()
+        yield sandbox
+        sandbox.close()
+
+    @pytest.mark.slow
+    def test_a_spawner_held_still_by_the_cpu_limit_is_still_a_flood(self, throttled_instance: Sandbox) -> None:
+        sandbox = throttled_instance
+        sandbox.reset()
+        if sandbox.limits_off:
+            pytest.skip(f"limits off on this host: {sandbox.limits_off}")
+        # Four processes, then one more every 10 ms of CPU: at cpus=0.1, one every CFS period
+        # (100 ms), the box held still in between and for the interpreter's start.
+        result = sandbox.shell(SLOW_SPAWNER)
+        assert "were killed: more than 8 were still forking" in result.output, result
+        assert (count_procs(sandbox, "python3"), count_procs(sandbox, "sleep")) == (0, 0)
+        assert sandbox.shell("echo alive").output == "alive\n"
 
     @pytest.mark.slow
     def test_cpu_time_is_bounded_by_cpus(self, limited: Sandbox) -> None:

@@ -15,8 +15,10 @@ from agentunit_gym.backends.sandbox import docker
 from agentunit_gym.images.os import shell_protocol
 from agentunit_gym.images.os.shell_protocol import (
     PENDING_CAP,
+    RUNAWAY_THROTTLED_WATCH_S,
     Capture,
     Level,
+    at_pids_limit,
     is_flood,
     new_nonce,
     settle,
@@ -120,6 +122,41 @@ def test_a_bomb_held_still_by_a_cpu_limit_is_still_a_flood() -> None:
         return 7 if elapsed < 0.09 else 7 * 2 ** int((elapsed - 0.09) / 0.005 + 1)
 
     assert is_flood(throttled, before=1, budget=32, pids_limit=64)
+
+
+def test_a_bomb_held_still_for_many_periods_is_a_flood_while_the_box_is_throttled() -> None:
+    # A loaded machine may hold a throttled box still for several CFS periods: 6 processes
+    # standing still for 0.6 s (past the 0.15 s still time and the 0.5 s watch), then growing on.
+    start = time.monotonic()
+
+    def count() -> int:
+        elapsed = time.monotonic() - start
+        return 6 if elapsed < 0.6 else 6 + int((elapsed - 0.6) / 0.01)
+
+    def periods() -> int:  # the cgroup's nr_throttled: one more every 100 ms
+        return int((time.monotonic() - start) / 0.1)
+
+    assert not is_flood(count, before=1, budget=16, pids_limit=512)  # as judged without the counter
+    start = time.monotonic()
+    assert is_flood(count, before=1, budget=16, pids_limit=512, throttled=periods)
+
+
+def test_a_throttled_box_is_watched_two_seconds_at_most_and_a_few_jobs_not_at_all() -> None:
+    periods = iter(range(1, 10**6))
+    start = time.monotonic()
+    # Ten CPU-bound jobs that never grow, in a box throttled all along: deliberate, once the
+    # longest watch is over (not before: a bomb could be held still that long).
+    assert not is_flood(lambda: 10, before=1, budget=32, pids_limit=512, throttled=lambda: next(periods))
+    assert RUNAWAY_THROTTLED_WATCH_S <= time.monotonic() - start < RUNAWAY_THROTTLED_WATCH_S + 0.5
+    # Up to a quarter of the budget (a server and a worker) is judged on the still time alone.
+    start = time.monotonic()
+    assert not is_flood(lambda: 8, before=1, budget=32, pids_limit=512, throttled=lambda: next(periods))
+    assert time.monotonic() - start < 0.4
+
+
+def test_a_box_at_its_pids_limit_is_full_at_nine_tenths() -> None:
+    assert [at_pids_limit(n, 64) for n in (56, 57, 64)] == [False, True, True]
+    assert not at_pids_limit(459, 512) and at_pids_limit(460, 512)
 
 
 def _imports(path: Path) -> set[str]:

@@ -46,6 +46,9 @@ RUNAWAY_WATCH_S = 0.5
 RUNAWAY_STILL_S = 0.15
 """How long what a command left may stand still before it counts as deliberate (a server, a
 few jobs): past one CFS period (100 ms), for which a box over its ``cpus=`` is held still."""
+RUNAWAY_THROTTLED_WATCH_S = 2.0
+"""How long what a command left is watched at most while the box's CPU limit holds it still
+(a loaded machine may hold a throttled box still for several periods)."""
 
 AGENT_OOM_SCORE_ADJ = 500
 """``oom_score_adj`` of the agent's processes (its shell, its commands, one-off commands) on
@@ -305,29 +308,44 @@ def interactive_shell(pid: int) -> str | None:
     return name
 
 
+def at_pids_limit(total: int, pids_limit: int) -> bool:
+    """Whether ``total`` processes hold a box at its pids limit (90% of it: a fork bomb stands
+    just below the limit, in bash's fork retries). Whoever started them, and whenever, the box
+    can start nothing more: everything but our shells is then a flood to kill."""
+    return total >= pids_limit * 9 // 10
+
+
 def is_flood(count_new: Callable[[], int], before: int, budget: int, pids_limit: int,
-             watch_s: float = RUNAWAY_WATCH_S, still_s: float = RUNAWAY_STILL_S) -> bool:
+             watch_s: float = RUNAWAY_WATCH_S, still_s: float = RUNAWAY_STILL_S,
+             throttled: Callable[[], int] | None = None) -> bool:
     """Whether what the last command left running is a flood to kill (a fork bomb).
 
     ``count_new()`` counts the processes the command left (those not there before it);
     ``before`` is how many were there. What it left is watched while it grows: a fork bomb
     doubles every few ms, a server started with ``&`` stays put. A flood: more than
-    ``budget`` new processes, or 90% of ``pids_limit`` reached. Not one: none left, or no
-    growth for ``still_s`` (longer than a CPU-limited box can be held still: a CFS period is
-    100 ms, so a bomb under ``cpus=`` may stand still for most of one), or ``watch_s`` passed.
+    ``budget`` new processes, or the pids limit reached (:func:`at_pids_limit`). Not one:
+    none left, or no growth for ``still_s`` (longer than a CPU-limited box is held still: a
+    CFS period is 100 ms, so a bomb under ``cpus=`` may stand still for most of one), or
+    ``watch_s`` passed. ``throttled()``, the box's count of CPU periods it was throttled in:
+    while more than a quarter of ``budget`` stand still and the count goes up, the box is held
+    still, not done: the watch goes on, up to ``RUNAWAY_THROTTLED_WATCH_S``.
     """
     start = time.monotonic()
-    deadline = start + watch_s
+    deadline, longest = start + watch_s, start + max(watch_s, RUNAWAY_THROTTLED_WATCH_S)
     seen, grew_at = 0, start
+    periods = throttled() if throttled is not None else 0
     while True:
         new = count_new()
         if not new:
             return False
-        if new > budget or new + before >= pids_limit * 9 // 10:
+        if new > budget or at_pids_limit(new + before, pids_limit):
             return True
         now = time.monotonic()
         if new > seen:
             seen, grew_at = new, now
+        elif throttled is not None and new > budget // 4 and now < longest and (held := throttled()) > periods:
+            periods, grew_at = held, now
+            deadline = max(deadline, min(longest, now + still_s))
         elif now - grew_at >= still_s or now > deadline:
             return False
         time.sleep(0.015)

@@ -52,6 +52,7 @@ from agentunit_gym.images.os.shell_protocol import (
     SHELL_SETUP,
     Capture,
     Level,
+    at_pids_limit,
     flush_terminal_input,
     interactive_shell,
     is_flood,
@@ -199,6 +200,25 @@ OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oo
 """Where the container's count of out-of-memory kills is (cgroup v2, v1)."""
 
 
+CPU_STATS = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpu/cpu.stat", "/sys/fs/cgroup/cpu,cpuacct/cpu.stat")
+"""Where the container's count of CPU-throttled periods is (cgroup v2, v1)."""
+
+
+def cpu_throttled() -> int:
+    """In how many CPU periods the container's ``cpus`` limit has held it still so far; -1: unknown."""
+    for path in CPU_STATS:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "nr_throttled" and value.strip().isdigit():
+                return int(value)
+    return -1
+
+
 def oom_kills() -> int:
     """How many processes the kernel killed at the container's memory limit so far; -1: unknown."""
     for path in OOM_COUNTERS:
@@ -251,15 +271,28 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
 
     ``before``: the processes that existed before the command (earlier background jobs
     survive). A flood: every process the command created is killed, in rounds until none
-    is left (killing a process group at once stops its members forking). Returns how many
-    processes were killed.
+    is left (killing a process group at once stops its members forking). A box still at its
+    pids limit after that (:func:`shell_protocol.at_pids_limit`) was filled by what an
+    earlier command left (a bomb judged still then may fill the limit later): then
+    everything but ``spared`` is killed. Returns how many processes were killed.
     """
-    def left() -> list[int]:
-        return [pid for pid in other_pids() if pid not in before and pid not in spared]
-
-    if not is_flood(lambda: len(left()), len(before), RUNAWAY_BUDGET, PIDS_LIMIT):
+    if not at_pids_limit(len(other_pids()), PIDS_LIMIT) and not is_flood(
+            lambda: len(_left(before, spared)), len(before), RUNAWAY_BUDGET, PIDS_LIMIT,
+            throttled=cpu_throttled if cpu_throttled() >= 0 else None):
         return 0
-    new = left()
+    killed = _kill_rounds(before, spared)
+    if at_pids_limit(len(other_pids()), PIDS_LIMIT):
+        killed += _kill_rounds(set(), spared)
+    return killed
+
+
+def _left(before: set[int], spared: set[int]) -> list[int]:
+    return [pid for pid in other_pids() if pid not in before and pid not in spared]
+
+
+def _kill_rounds(before: set[int], spared: set[int]) -> int:
+    """Kill every process not in ``before`` or ``spared``, their groups at once, until none is left."""
+    new = _left(before, spared)
     killed: set[int] = set()
     end = time.monotonic() + 3.0
     while new and time.monotonic() < end:
@@ -276,7 +309,7 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
                 pass
             killed.add(pid)
         reap()
-        new = [pid for pid in other_pids() if pid not in before and pid not in spared]
+        new = _left(before, spared)
     reap()
     return len(killed)
 
@@ -409,6 +442,12 @@ class Shell:
             self._settle(cap, nonce)
         return cap.found, cap, state
 
+    def clear_full_box(self) -> None:
+        """Before a one-off command: kill what holds the box at its pids limit (silently: the
+        command's output is the caller's), and what it printed."""
+        if at_pids_limit(len(other_pids()), PIDS_LIMIT) and _kill_rounds(set(), self.spared()):
+            self._discard_pending()
+
     def _discard_pending(self) -> None:
         """Drop output waiting on the terminal (it would open the next command's output)."""
         deadline = time.monotonic() + 0.2
@@ -460,7 +499,7 @@ class Shell:
     def _flush_input(self) -> None:
         flush_terminal_input(self.slave_name)
 
-    def _spared(self) -> set[int]:
+    def spared(self) -> set[int]:
         """Our shells, the processes between them (``su``), and our own group: never runaways."""
         if len(self.levels) == 1:  # the common case, without reading /proc
             return {self.proc.pid, os.getpgid(0)}
@@ -513,7 +552,7 @@ class Shell:
         if restarted:
             cap.note(RESTARTED_NOTE if timed_out else EXITED_NOTE)
         if not restarted:
-            killed = contain_runaways(before, self._spared())
+            killed = contain_runaways(before, self.spared())
             self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
@@ -707,6 +746,8 @@ class Supervisor:
                 self.shell = Shell()
             return result
         if op == "run":
+            if self.shell is not None:
+                self.shell.clear_full_box()  # a box the agent left full could not run it
             stdin = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
             return run_once(req["argv"], stdin, float(req["timeout"]), int(req["max"]))
         return {"error": f"unknown op {op!r}"}

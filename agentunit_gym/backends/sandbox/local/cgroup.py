@@ -261,6 +261,18 @@ class BoxCgroup:
                 return int(value)
         return -1
 
+    def cpu_throttled(self) -> int:
+        """In how many CPU periods this cgroup's ``cpus=`` limit has held it still so far (-1: unknown)."""
+        path = self.dirs.get("cpu")
+        if path is None:
+            return -1
+        with contextlib.suppress(OSError, ValueError):
+            for line in (path / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "nr_throttled":
+                    return int(value)
+        return -1
+
     def pids(self) -> list[int]:
         """Every process in the cgroup (any of its dirs)."""
         found: set[int] = set()

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import termios
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agentunit_gym.backends.sandbox.base import ExecResult
@@ -53,6 +53,7 @@ from agentunit_gym.images.os.shell_protocol import (
     SHELL_SETUP,
     Capture,
     Level,
+    at_pids_limit,
     flush_terminal_input,
     interactive_shell,
     is_flood,
@@ -275,32 +276,49 @@ class _AgentShell(_Files):
         What the command left (processes of the box's pid namespace not in ``before``) is
         judged by the shared heuristic (:func:`~agentunit_gym.images.os.shell_protocol.is_flood`);
         a flood is killed, every process the command created, in rounds until none is left,
-        and the output says so.
+        and the output says so. A box still at its pids limit after that
+        (:func:`~agentunit_gym.images.os.shell_protocol.at_pids_limit`) was filled by what an
+        earlier command left (a bomb judged still then may fill the limit later): then
+        everything but our shells is killed.
         """
         if self.mechanism == "none" or not before:
             return
-        # A fork the pids limit refused since the last look is a flood whatever the count says:
-        # a bomb at the limit stands still in bash's fork retries, below the runaway budget.
+        now = self._ns_pids(box)
         refused = self._refused_forks()
-        if refused > self._pids_refused_seen >= 0:
-            if not self._ns_pids(box) - before:  # refused to a one-off command (run()), not this one
+        if at_pids_limit(len(now), self.pids_limit):
+            pass
+        elif refused > self._pids_refused_seen >= 0:
+            # A fork the pids limit refused since the last look is a flood whatever the count
+            # says, if this command left something (one-off commands count their own refusals).
+            if not now - before:
                 self._pids_refused_seen = refused
                 return
         elif not is_flood(lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget,
-                          self.pids_limit):
+                          self.pids_limit, throttled=self._throttled_reader()):
             self._pids_refused_seen = refused
             return
+        killed = self._kill_flood(box, before)
+        if at_pids_limit(len(self._ns_pids(box)), self.pids_limit):
+            killed += self._kill_flood(box, self._shell_inner_pids(box))
+        capture.note(runaway_note(killed, self.runaway_budget))
+
+    def _kill_flood(self, box: _Box, spare: set[int]) -> int:
+        """Kill every process of the agent's namespace whose pid there is not in ``spare``, with
+        its group, in rounds until none is left; returns how many were killed."""
         assert box.ns_pid is not None
         try:
             ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino
         except OSError:
-            return
+            return 0
         shell_group = box.shell.proc.pid if box.shell is not None else -1
+        # Never a group of ours: the driver's, the ones below it, a nested shell's (it leads one).
+        spared_groups = {shell_group, *_children_ints(shell_group),
+                         *(level.pid for level in (box.shell.levels if box.shell is not None else ()))}
         killed: set[int] = set()
         end = time.monotonic() + _KILL_TIMEOUT_S
         while time.monotonic() < end:
             targets = [pid for pid in _pids_in_namespace(ns)
-                       if _inner_pid(pid) not in before and (_proc_stat_fields(pid) or [b"Z"])[0] != b"Z"]
+                       if _inner_pid(pid) not in spare and (_proc_stat_fields(pid) or [b"Z"])[0] != b"Z"]
             if not targets:
                 break
             for pid in targets:
@@ -308,7 +326,7 @@ class _AgentShell(_Files):
                 # OSError: the process is exiting (its stat may then show group 0: never signal that,
                 # it would mean our own group).
                 with contextlib.suppress(OSError):
-                    if st is not None and st[0] > 1 and st[0] not in (shell_group, *_children_ints(shell_group)):
+                    if st is not None and st[0] > 1 and st[0] not in spared_groups:
                         os.killpg(st[0], signal.SIGKILL)  # the whole group at once: it stops forking
                     os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
@@ -316,7 +334,46 @@ class _AgentShell(_Files):
         if box.shell is not None:  # what the killed processes printed ("fork: retry: ...") is noise now
             self._discard_pending(box.shell)
         self._pids_refused_seen = self._refused_forks()  # the bomb's last forks, refused while it died
-        capture.note(runaway_note(len(killed), self.runaway_budget))
+        return len(killed)
+
+    def _shell_inner_pids(self, box: _Box) -> set[int]:
+        """The agent namespace's pids of our shells: its init (the driver's bash), the nested
+        shells and what is between them (``su``)."""
+        init = self._agent_init(box)
+        kept = {1}
+        for level in box.shell.levels[1:] if box.shell is not None else ():
+            pid = level.pid
+            while pid > 1 and pid != init:
+                inner = _inner_pid(pid)
+                fields = _proc_stat_fields(pid)
+                if inner is None or fields is None or inner in kept:
+                    break
+                kept.add(inner)
+                pid = int(fields[1])
+        return kept
+
+    def _clear_full_box(self, box: _Box) -> None:
+        """Before a one-off command: a box left at its pids limit by the agent could not run
+        it, so the flood is killed first (silently: the command's output is the caller's)."""
+        if box.shell is not None and self._cgroup is not None and self.mechanism != "none" \
+                and at_pids_limit(len(self._ns_pids(box)), self.pids_limit):
+            self._kill_flood(box, self._shell_inner_pids(box))
+
+    def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
+              capture: Capture | None = None) -> ExecResult:
+        """A one-off command (``run()``, the file helpers), after clearing a box the agent left
+        full; the forks the pids limit refuses it are its own, not the agent shell's flood."""
+        self._clear_full_box(self._current())
+        try:
+            return super()._exec(argv, timeout=timeout, max_output=max_output, capture=capture)
+        finally:
+            if self._cgroup is not None:
+                self._pids_refused_seen = self._refused_forks()
+
+    def _throttled_reader(self) -> Callable[[], int] | None:
+        """The box's count of CPU-throttled periods, when its cgroup limits the CPU."""
+        cgroup = self._cgroup
+        return cgroup.cpu_throttled if cgroup is not None and cgroup.cpu_throttled() >= 0 else None
 
     def _refused_forks(self) -> int:
         """Forks the box's pids limit has refused so far (-1: no pids cgroup here)."""
