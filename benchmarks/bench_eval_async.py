@@ -37,13 +37,14 @@ jobs share): ``own_dev`` (``--compare-own-dev``), the agent's shell given a ``/d
 own on bubblewrap (the code of 2026-11-24 to 2026-11-26, before a reset in place put
 ``/dev/pts/ptmx`` back instead); ``exec_chain_before``, the one-off commands' exec chain
 before 2026-11-26 16:00 (``env --chdir`` per command where ``nsenter --wdns`` is now,
-``bwrap --help`` per agent shell).
+``bwrap --help`` per agent shell); ``no_spawner``, one-off commands through that exec chain
+instead of the box's spawner (``LocalSandbox(spawner=False)``).
 
 Usage (from the repo root)::
 
     python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
         [--concurrency 1,4,16,64,256] [--waves 16] [--target-waves 48] [--scale 1.0] [--json PATH]
-        [--compare own_dev|exec_chain_before]
+        [--compare own_dev|exec_chain_before|no_spawner] [--variant-first]
 """
 
 from __future__ import annotations
@@ -224,7 +225,26 @@ def _exec_chain_before() -> Iterator[None]:
          box_module.tool_path) = saved
 
 
-COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before}
+@contextlib.contextmanager
+def _no_spawner() -> Iterator[None]:
+    """One-off commands through the exec chain (five execs each), as before the box's spawner
+    (2026-11-26 19:00): every local sandbox made meanwhile gets ``spawner=False``."""
+    from agentunit_gym.backends.sandbox.local import sandbox as sandbox_module
+
+    cls = sandbox_module.LocalSandbox
+    real = cls.__init__
+
+    def without(self: Any, **kwargs: Any) -> None:
+        real(self, **{**kwargs, "spawner": False})
+
+    cls.__init__ = without  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.__init__ = real  # type: ignore[method-assign]
+
+
+COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before, "no_spawner": _no_spawner}
 """The variants ``--compare`` can run each point with, back to back with the code as it is."""
 
 
@@ -306,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", choices=sorted(COMPARE),
                         help="local: run each point also with the code of this variant, back to back: own_dev (the "
                              "agent's shell with a /dev of its own), exec_chain_before (env --chdir per one-off "
-                             "command instead of nsenter --wdns, bwrap --help per shell)")
+                             "command instead of nsenter --wdns, bwrap --help per shell), no_spawner (one-off "
+                             "commands through the exec chain, not the box's spawner)")
     parser.add_argument("--compare-own-dev", action="store_const", const="own_dev", dest="compare",
                         help="the same as --compare own_dev")
     parser.add_argument("--variant-first", action="store_true",

@@ -5,13 +5,16 @@ sandbox's probes ...) goes through :func:`run`, and every Docker client comes fr
 :func:`docker_client`, so tests can observe the commands and error paths without a daemon
 (monkeypatch :data:`RUNNER` or :func:`docker_client`), and every call has a deadline.
 
-Three places start processes themselves, because they need a live process with pipes, a
+Four places start processes themselves, because they need a live process with pipes, a
 terminal or a namespace for longer than one call, which a run-to-completion seam cannot
 give; each does so in one function, with its own deadlines:
 
-- the local sandbox's processes (its namespace holder, the agent's shell, each command):
-  ``_BoxProcesses._spawn`` in :mod:`agentunit_gym.backends.sandbox.local.box`;
+- the local sandbox's processes (its namespace holder, the agent's shell, the box's
+  spawner, one-off commands through the exec chain): ``_BoxProcesses._spawn`` in
+  :mod:`agentunit_gym.backends.sandbox.local.box`;
 - the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
+- the local box's spawner (:mod:`agentunit_gym.backends.sandbox.local.spawner_main`), which
+  runs inside a box and forks its one-off commands there (``_start``);
 - the OS image's supervisor (:mod:`agentunit_gym.images.os.supervisor`), which runs inside
   the container, not in the library's process.
 

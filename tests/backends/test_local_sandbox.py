@@ -343,8 +343,10 @@ def test_fork_bomb_is_contained_and_reset_is_clean(sandbox: LocalSandbox) -> Non
         sb.reset()
         info = sb.box_info(wait_s=20)  # the next episode's shell, started in the background, is up
         assert info is not None and info.next_shell_pid is not None
-        # The box's init and holder, the agent's shell and its unshare, the next shell's unshare.
-        assert processes_in_namespace(sb) <= 5
+        # The box's init and holder, the agent's shell and its unshare, the next shell's unshare,
+        # and the one-off spawner the bomb's run() started (it outlives a reset in place).
+        assert info.spawner_pid is not None
+        assert processes_in_namespace(sb) <= 6
         assert sb.shell("ls -A /tmp").output == ""
 
 
@@ -765,7 +767,8 @@ def test_the_agents_ctrl_c_works_when_the_caller_ignores_sigint(mechanism: str) 
         signal.signal(signal.SIGHUP, hup)
 
 
-def test_a_one_off_starts_in_the_workdir_without_an_exec_of_its_own(sandbox: LocalSandbox,
+@pytest.mark.parametrize("spawner", [True, False], ids=["spawner", "exec-chain"])
+def test_a_one_off_starts_in_the_workdir_without_an_exec_of_its_own(sandbox: LocalSandbox, spawner: bool,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     argvs: list[list[str]] = []
     real_popen = subprocess.Popen
@@ -774,10 +777,18 @@ def test_a_one_off_starts_in_the_workdir_without_an_exec_of_its_own(sandbox: Loc
         argvs.append(list(args))
         return real_popen(args, *rest, **kwargs)
 
-    monkeypatch.setattr(subprocess, "Popen", spy)
-    result = sandbox.run('pwd; cd /tmp && bash -c pwd; echo "$0 $*"', args=("a", "b c"))
-    assert result.output == "/root\n/tmp\nbash a b c\n", result
-    assert sandbox.run("import os; print(os.getcwd())", language="python").output == "/root\n"
+    with LocalSandbox(isolation=sandbox.mechanism, spawner=spawner, warm_spare=False) as sb:  # type: ignore[arg-type]
+        sb.shell("true")  # the agent's shell is up: one-offs go into its namespaces
+        assert sb.run("true").exit_code == 0  # the first one starts the box's spawner
+        info = sb.box_info()
+        assert info is not None and (info.spawner_pid is not None) == spawner
+        monkeypatch.setattr(subprocess, "Popen", spy)
+        result = sb.run('pwd; cd /tmp && bash -c pwd; echo "$0 $*"', args=("a", "b c"))
+        assert result.output == "/root\n/tmp\nbash a b c\n", result
+        assert sb.run("import os; print(os.getcwd())", language="python").output == "/root\n"
+    if spawner:  # the spawner forked both: no process of ours, no chain
+        assert argvs == [], argvs
+        return
     # nsenter changes to the workdir inside the mount namespace; no env --chdir in the chain.
     one_offs = [argv for argv in argvs if "--preserve-credentials" in argv and "--wdns=/root" in argv]
     assert len(one_offs) == 2 and not any(arg.startswith("--chdir") for argv in one_offs for arg in argv), argvs

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,8 +41,11 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _proc_stat_fields,
     _scan_processes,
 )
+from agentunit_gym.backends.sandbox.local.spawner import OneOff, Spawner, SpawnerUnavailable
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
 from agentunit_gym.images.os.shell_protocol import AGENT_OOM_SCORE_ADJ, Capture, Level
+
+logger = logging.getLogger("agentunit_gym")
 
 _DIR_MODES = {"/tmp": 0o1777, "/root": 0o700}
 # Inside the fresh /var and /run (mode, or a symlink target).
@@ -137,6 +142,12 @@ class _Box:
     tainted: bool = False
     """A process ran in the box's own namespaces rather than the agent's (no shell was up):
     what it left there is not known, so a reset replaces the box."""
+    spawner: Spawner | None = None
+    """The box's one-off spawner, once a one-off started it (it outlives resets in place)."""
+    spawner_off: str | None = None
+    """Why this box runs its one-offs through the exec chain (the spawner failed once)."""
+    spawner_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the spawner starts (two threads' one-offs must not start two)."""
 
     def writable(self, sandbox_dir: str) -> Path:
         return self.dir / "w" / sandbox_dir.lstrip("/")
@@ -167,6 +178,7 @@ class _BoxProcesses(Sandbox):
     network: bool
     workdir: str
     warm_spare: bool
+    spawner: bool
     mechanism: Literal["bwrap", "unshare", "none"] | None
     """The isolation in use once started."""
     _env: dict[str, str]
@@ -434,6 +446,10 @@ class _BoxProcesses(Sandbox):
                     os.kill(box.ns_pid, signal.SIGKILL)
             self._stop_shell(box)
         finally:
+            spawner, box.spawner = box.spawner, None
+            if spawner is not None:
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    spawner.close()
             box.ns_pid = None
             holder, box.holder = box.holder, None
             if holder is not None:
@@ -469,6 +485,39 @@ class _BoxProcesses(Sandbox):
             raise ConfigError(f"language must be 'bash' or 'python', got {language!r}.")
         return self._exec(argv, timeout=timeout, max_output=max_output)
 
+    def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
+        """Start a one-off command in the agent's namespaces: through the box's spawner, else
+        (no agent shell yet, no spawner here, or it refused) through the exec chain.
+
+        Raises:
+            subprocess.TimeoutExpired: the spawner did not start it by ``deadline``.
+        """
+        init = self._agent_init(box) if self.spawner and self.mechanism != "none" else None
+        if init is not None and box.spawner_off is None:
+            try:
+                with box.spawner_lock:
+                    if box.spawner is None and box.spawner_off is None:
+                        box.spawner = Spawner.start(lambda spawner_argv, fd: self._spawn(
+                            self._enter_argv(box, spawner_argv, new_shell=True), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, in_sandbox=False,
+                            pass_fds=(fd,)), time.monotonic() + _START_TIMEOUT_S)  # once a box, not per command
+                spawner = box.spawner
+                if spawner is None:
+                    raise SpawnerUnavailable(box.spawner_off or "stopped", gone=False)
+                nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
+                    self._cgroup.controllers if self._cgroup is not None else ()) else None
+                return spawner.run(argv, agent_init=init, cwd=self.workdir, env=self._env,
+                                   oom_score_adj=AGENT_OOM_SCORE_ADJ, nproc=nproc, deadline=deadline)
+            except SpawnerUnavailable as exc:
+                logger.debug("local sandbox: a one-off goes through the exec chain: %s", exc)
+                if exc.gone:
+                    box.spawner_off = str(exc)
+                    if box.spawner is not None:
+                        box.spawner.close()
+                        box.spawner = None
+        return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, in_sandbox=True)
+
     def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
               capture: Capture | None = None) -> ExecResult:
         box = self._current()
@@ -476,12 +525,14 @@ class _BoxProcesses(Sandbox):
             raise self._died_error()
         started = time.monotonic()
         capture = capture if capture is not None else Capture(max_output)
-        proc = self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, in_sandbox=True)
+        deadline = started + timeout
+        try:
+            proc = self._start_one_off(box, argv, deadline)
+        except subprocess.TimeoutExpired:  # the spawner did not start it in time (a throttled box)
+            return _result(capture, None, True, started)
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
-        deadline = started + timeout
         timed_out = False
         exited_at: float | None = None
         try:
@@ -526,6 +577,8 @@ class _BoxProcesses(Sandbox):
                                                   "exit after SIGKILL.") from exc
             finally:
                 proc.stdout.close()
+                if isinstance(proc, OneOff):
+                    proc.close()
         if not timed_out and not self._box_alive(box):
             raise self._died_error()
         return _result(capture, None if timed_out else code, timed_out, started)

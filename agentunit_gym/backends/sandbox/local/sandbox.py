@@ -42,6 +42,7 @@ from agentunit_gym.backends.sandbox.local.isolation import (
     drop_privileges_argv,
     system_layout,
 )
+from agentunit_gym.backends.sandbox.local.procfs import _children_ints
 from agentunit_gym.backends.sandbox.local.spare import _WarmSpare
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, IsolationError
 from agentunit_gym.images.os.shell_protocol import DEFAULT_RUNAWAY_BUDGET
@@ -90,6 +91,9 @@ class BoxInfo:
     """The sandbox's cgroup dir by controller (``memory``, ``cpu``, ``pids``): those it has here."""
     disk_bounded: bool
     """The box's writable dirs are on a tmpfs of ``disk`` bytes (root callers)."""
+    spawner_pid: int | None = None
+    """Host pid of the box's one-off spawner (in the box's pid namespace, not the agent's);
+    None until a one-off started it, or where one-offs go through the exec chain."""
 
 
 class LocalSandbox(_WarmSpare):
@@ -124,6 +128,9 @@ class LocalSandbox(_WarmSpare):
             ``/dev/shm`` when it is a shared tmpfs, else the system temp dir).
         warm_spare: start the next episode's shell in the background (and, after a reset
             that had to replace the box, the next box), so a reset does not wait for it.
+        spawner: start one-off commands (``run()``, the file helpers) through a small process
+            each box keeps for it, out of the agent's reach (one exec a command, not five);
+            off, or where it cannot run, they go through the exec chain, with the same result.
 
     Raises:
         IsolationError: (on start) no namespace tool works and ``allow_unisolated`` is False.
@@ -136,7 +143,7 @@ class LocalSandbox(_WarmSpare):
                  workdir: str = "/root", env: Mapping[str, str] | None = None, temp_dir: str | None = None,
                  warm_spare: bool = True, runaway_budget: int = DEFAULT_RUNAWAY_BUDGET,
                  network: bool = False, memory: str | int | None = None, cpus: float | str | None = None,
-                 disk: str | int | None = None) -> None:
+                 disk: str | int | None = None, spawner: bool = True) -> None:
         if runaway_budget < 1:
             raise ConfigError(f"runaway_budget must be >= 1, got {runaway_budget}.")
         if isolation not in ("auto", "bwrap", "unshare", "none"):
@@ -155,6 +162,7 @@ class LocalSandbox(_WarmSpare):
         self.network = network
         self.workdir = workdir
         self.warm_spare = warm_spare
+        self.spawner = spawner
         self._env = {**_DEFAULT_ENV, **(env or {})}
         self._temp_parent = temp_dir
         self.mechanism: Literal["bwrap", "unshare", "none"] | None = None
@@ -228,7 +236,8 @@ class LocalSandbox(_WarmSpare):
             agent_pid=self._agent_init(box) if self.mechanism != "none" else None,
             shell_pid=box.shell.proc.pid if box.shell is not None else None, next_shell_pid=next_pid,
             tainted=box.tainted, etc_template=self._etc, process_limit=limit,
-            pids_cgroup=dirs.get("pids"), cgroup_dirs=dirs, disk_bounded=self._disk_bounded)
+            pids_cgroup=dirs.get("pids"), cgroup_dirs=dirs, disk_bounded=self._disk_bounded,
+            spawner_pid=next(iter(_children_ints(box.spawner.proc.pid)), None) if box.spawner is not None else None)
 
     def inject_fault(self, where: ResetFault, error: BaseException) -> None:
         """Make the next reset in place meet ``error`` at ``where`` (once): a hook for the tests

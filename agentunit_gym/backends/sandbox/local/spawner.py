@@ -1,0 +1,198 @@
+"""The host's side of the one-off spawner (:mod:`.spawner_main`): start it in a box, hand it
+commands, and follow a command it started as a ``Popen`` would be followed.
+
+A one-off through the exec chain costs five execs (the cgroup join, ``setpriv``,
+``nsenter``, ``setpriv``, the command), each ~1 ms of CPU on a VM whose glibc probes the CPU
+at every start; through the spawner it costs one fork of a small Python process and one
+``posix_spawn``. Where the spawner cannot run (no Python 3.9+ at ``/usr/bin/python3``, the
+box out of processes, the spawner killed), the sandbox uses the chain: same result, slower.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
+
+PYTHON = "/usr/bin/python3"
+"""The spawner's interpreter, inside the box: the host's system Python, bound read-only."""
+SOURCE = (Path(__file__).parent / "spawner_main.py").read_text(encoding="utf-8")
+
+CAPABILITY_NUMBERS = {
+    "CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6,
+    "SETUID": 7, "SETPCAP": 8, "LINUX_IMMUTABLE": 9, "NET_BIND_SERVICE": 10, "NET_BROADCAST": 11,
+    "NET_ADMIN": 12, "NET_RAW": 13, "SYS_CHROOT": 18, "MKNOD": 27, "AUDIT_WRITE": 29, "SETFCAP": 31,
+}
+"""Linux's numbers (``linux/capability.h``) of the capabilities a box may keep."""
+_AGENT_CAPS = sorted(CAPABILITY_NUMBERS[name] for name in AGENT_CAPABILITIES)
+
+
+class SpawnerUnavailable(Exception):
+    """The spawner did not take the command (nothing was started): run it through the chain."""
+
+    def __init__(self, reason: str, *, gone: bool) -> None:
+        super().__init__(reason)
+        self.gone = gone
+        """True when the spawner itself is gone (not only this command refused)."""
+
+
+def _recv(sock: socket.socket, deadline: float, fds: int = 0) -> tuple[bytes, list[int]] | None:
+    """One message (and up to ``fds`` fds) from ``sock``, or None at ``deadline``."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ)
+        if not sel.select(max(0.0, deadline - time.monotonic())):  # 0: a look without waiting
+            return None
+    msg, got, _, _ = socket.recv_fds(sock, 1 << 16, max(fds, 1))
+    return msg, got
+
+
+def _host_pid(pidfd: int) -> int:
+    """The pid, as the host sees it, of the process ``pidfd`` refers to."""
+    for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines():
+        if line.startswith("Pid:"):
+            return int(line.split()[1])
+    raise OSError("no Pid in a pidfd's fdinfo (kernel before 5.3?)")
+
+
+class OneOff:
+    """A one-off command the spawner started, followed as ``_exec`` follows a ``Popen``:
+    ``pid`` (also its process group, on the host), ``stdout``, ``poll()``, ``wait()``."""
+
+    def __init__(self, pid: int, stdout: IO[bytes], channel: socket.socket, pidfd: int) -> None:
+        self.pid = pid
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self._channel, self._pidfd = channel, pidfd
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(time.monotonic())
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.returncode is None:
+            if not self._read(deadline):
+                raise subprocess.TimeoutExpired("a one-off command", timeout)
+        return self.returncode
+
+    def _read(self, deadline: float) -> bool:
+        try:
+            got = _recv(self._channel, deadline)
+        except OSError:
+            got = (b"", [])
+        if got is None:
+            return False
+        msg = got[0]
+        if msg.startswith(b"exit "):
+            self.returncode = int(msg[5:])
+        else:  # the spawner's child died before it could say (killed): as a kill would read
+            self.returncode = -9
+        return True
+
+    def close(self) -> None:
+        self._channel.close()
+        os.close(self._pidfd)
+
+
+class Spawner:
+    """One box's spawner process, and the socket to it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.proc, self._sock = proc, sock
+
+    @classmethod
+    def start(cls, spawn: Callable[[list[str], int], subprocess.Popen[bytes]], deadline: float) -> Spawner:
+        """Start one with ``spawn(argv, fd)`` (the box's way in, passing ``fd`` on); it is up
+        when it says so before ``deadline``.
+
+        Raises:
+            SpawnerUnavailable: it did not come up (no usable Python in the box).
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = spawn([PYTHON, "-I", "-S", "-B", "-c", SOURCE, str(theirs.fileno())], theirs.fileno())
+        except Exception as exc:
+            ours.close()
+            raise SpawnerUnavailable(f"could not start it: {exc}", gone=True) from exc
+        finally:
+            theirs.close()
+        spawner = cls(proc, ours)
+        got = _recv(ours, deadline)
+        if got is None or got[0] != b"ready":
+            spawner.close()
+            raise SpawnerUnavailable(f"it did not come up ({PYTHON} missing or older than 3.9?)", gone=True)
+        return spawner
+
+    def run(self, argv: Sequence[str], *, agent_init: int, cwd: str, env: dict[str, str], oom_score_adj: int,
+            nproc: int | None, deadline: float) -> OneOff:
+        """Start ``argv`` in the namespaces of ``agent_init`` (a host pid), in ``cwd``.
+
+        Raises:
+            SpawnerUnavailable: nothing was started (``gone`` if the spawner is gone too).
+            subprocess.TimeoutExpired: it did not start by ``deadline`` (if it does later, it
+                is killed at once: the spawner's child sees our end closed).
+        """
+        names = ("mnt", "ipc", "pid")
+        opened: list[int] = []
+        read_end, write_end = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        started = False
+        try:
+            try:
+                opened += [os.open(f"/proc/{agent_init}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in names]
+                opened.append(os.open(f"/proc/{agent_init}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+                opened.insert(0, os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+            except OSError as exc:
+                raise SpawnerUnavailable(f"the agent's namespaces: {exc}", gone=False) from exc
+            request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env, "oom": oom_score_adj,
+                                  "caps": _AGENT_CAPS, "nproc": nproc}).encode()
+            try:
+                socket.send_fds(self._sock, [request], [theirs.fileno(), write_end, *opened])
+            except OSError as exc:
+                raise SpawnerUnavailable(f"it is gone: {exc}", gone=True) from exc
+            theirs.close()
+            os.close(write_end)
+            write_end = -1
+            got = _recv(ours, deadline, fds=1)
+            if got is None:  # out of time; closing the channel kills it if it starts after all
+                raise subprocess.TimeoutExpired(list(argv), 0.0)
+            if got[0] != b"started" or len(got[1]) != 1:
+                for fd in got[1]:
+                    os.close(fd)
+                reason = got[0].decode(errors="replace") or "the spawner's child died"
+                raise SpawnerUnavailable(f"it did not start the command: {reason}", gone=False)
+            pidfd = got[1][0]
+            try:
+                pid = _host_pid(pidfd)
+            except OSError as exc:
+                os.close(pidfd)
+                raise SpawnerUnavailable(str(exc), gone=True) from exc
+            started = True
+            return OneOff(pid, os.fdopen(read_end, "rb", buffering=0), ours, pidfd)
+        finally:
+            for fd in opened:
+                os.close(fd)
+            if write_end >= 0:
+                os.close(write_end)
+            if not started:
+                os.close(read_end)
+                ours.close()
+                theirs.close()
+
+    def close(self) -> None:
+        """Close our end (the spawner then exits) and reap its process (its box going down kills it)."""
+        self._sock.close()
+        try:
+            self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5.0)

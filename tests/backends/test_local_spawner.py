@@ -1,0 +1,117 @@
+"""The local sandbox's one-off spawner (backends/sandbox/local/spawner.py): a one-off it starts
+is the same process as one the exec chain starts, the agent cannot reach it, and when it is
+gone the sandbox goes on through the chain."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
+from agentunit_gym.backends.sandbox.local import LocalSandbox
+from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS
+
+MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
+
+# Everything of a process that the way it was started decides: identity, capabilities,
+# privileges, namespaces (as the agent's shell sees them), cgroup, limits, signals, umask,
+# environment, workdir, session (outside the agent's namespace), file descriptors.
+IDENTITY = r"""
+id; pwd; umask
+grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|SigBlk|SigIgn):' /proc/self/status
+cat /proc/self/oom_score_adj /proc/self/cgroup
+for ns in pid mnt ipc uts net user; do echo "$ns $(readlink /proc/self/ns/$ns)"; done
+grep -vE '^(Max processes|Max pending signals)' /proc/self/limits
+env | sort
+ls /proc/self/fd
+ps -o sid= -p $$
+"""
+
+
+@pytest.fixture(params=MECHANISMS)
+def pair(request: pytest.FixtureRequest) -> Iterator[tuple[LocalSandbox, LocalSandbox]]:
+    with LocalSandbox(isolation=request.param, warm_spare=False) as spawned, \
+            LocalSandbox(isolation=request.param, warm_spare=False, spawner=False) as chained:
+        yield spawned, chained
+
+
+def _namespaces_of_the_agent(sb: LocalSandbox) -> str:
+    return sb.shell("for ns in pid mnt ipc uts net user; do echo \"$ns $(readlink /proc/$$/ns/$ns)\"; done").output
+
+
+def test_a_one_off_is_the_same_process_through_the_spawner_as_through_the_exec_chain(
+        pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    spawned, chained = pair
+    seen = []
+    for sb in pair:
+        agent_ns = _namespaces_of_the_agent(sb)
+        result = sb.run(IDENTITY)
+        assert result.exit_code == 0, result
+        # In the agent's namespaces, each a namespace of the agent's shell.
+        lines = result.output.splitlines()
+        assert "\n".join(line for line in lines if re.match(r"(pid|mnt|ipc|uts|net|user) \w+:\[", line)) + "\n" \
+            == agent_ns
+        # The box's own inode numbers differ between two sandboxes: compare the rest.
+        seen.append([line for line in lines if not re.match(r"(pid|mnt|ipc|uts|net|user) \w+:\[|\d+:.*:/", line)])
+    assert spawned.box_info().spawner_pid is not None  # type: ignore[union-attr]
+    assert chained.box_info().spawner_pid is None  # type: ignore[union-attr]
+    assert seen[0] == seen[1]
+    # And the agent's capabilities, no more: the bounding set is exactly AGENT_CAPABILITIES.
+    bounding = next(line for line in seen[0] if line.startswith("CapBnd:")).split()[1]
+    assert int(bounding, 16) == sum(1 << CAPABILITY_NUMBERS[name] for name in AGENT_CAPABILITIES)
+
+
+def test_the_agent_cannot_see_or_kill_the_spawner(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    sb = pair[0]
+    sb.shell("true")
+    assert sb.run("echo first").output == "first\n"
+    info = sb.box_info()
+    assert info is not None and info.spawner_pid is not None
+    # Nothing in the agent's /proc runs python3 -I -S (the spawner) or is any process of the box's.
+    seen = sb.shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+    assert "spawner" not in seen and "-I -S -B" not in seen, seen
+    # A one-off holds its output and /dev/null only: not the spawner's socket (with it, the
+    # agent could ask the spawner for a command with all of the box's capabilities).
+    assert sb.run("ls /proc/self/fd").output.split() == ["0", "1", "2", "3"]
+    assert sb.run("sleep 300 >/dev/null 2>&1 & echo started").output == "started\n"
+    assert sb.shell("ls /proc/$(pgrep -x sleep)/fd").output.split() == ["0", "1", "2"]
+    sb.shell("kill -9 -1; true")  # every process the agent may signal
+    assert sb.run("echo still").output == "still\n"
+    after = sb.box_info()
+    assert after is not None and after.spawner_pid == info.spawner_pid
+    # A reset in place keeps it: it is the box's, not the episode's.
+    sb.reset()
+    assert sb.run("echo next").output == "next\n"
+    assert sb.box_info().spawner_pid == info.spawner_pid  # type: ignore[union-attr]
+
+
+def test_when_the_spawner_is_killed_one_offs_go_through_the_exec_chain(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    sb = pair[0]
+    sb.shell("true")
+    assert sb.run("echo first").output == "first\n"
+    info = sb.box_info()
+    assert info is not None and info.spawner_pid is not None
+    os.kill(info.spawner_pid, signal.SIGKILL)  # from outside: the host's root, an OOM kill
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{info.spawner_pid}/stat") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    result = sb.run("pwd; echo $((6*7))")
+    assert (result.exit_code, result.output) == (0, "/root\n42\n"), result
+    assert sb.box_info().spawner_pid is None  # type: ignore[union-attr]
+    assert sb.shell("echo shell").output == "shell\n"
+
+
+def test_a_timed_out_one_off_is_killed_with_its_group(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    for sb in pair:
+        sb.shell("true")
+        started = time.monotonic()
+        result = sb.run("sleep 300 & sleep 301", timeout=0.5)
+        assert result.timed_out and result.exit_code is None, result
+        assert time.monotonic() - started < 5
+        left = sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+        assert "sleep 30" not in left, left
