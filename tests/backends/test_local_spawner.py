@@ -7,14 +7,16 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
-from agentunit_gym.backends.sandbox.local import LocalSandbox
+from agentunit_gym.backends.sandbox.local import LocalSandbox, cgroup
 from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS
+from tests.backends.test_local_sandbox import no_cgroup_here
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -26,7 +28,7 @@ id; pwd; umask
 grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|SigBlk|SigIgn):' /proc/self/status
 cat /proc/self/oom_score_adj /proc/self/cgroup
 for ns in pid mnt ipc uts net user; do echo "$ns $(readlink /proc/self/ns/$ns)"; done
-grep -vE '^(Max processes|Max pending signals)' /proc/self/limits
+grep -vE '^Max pending signals' /proc/self/limits
 env | sort
 ls /proc/self/fd
 ps -o sid= -p $$
@@ -40,15 +42,30 @@ def pair(request: pytest.FixtureRequest) -> Iterator[tuple[LocalSandbox, LocalSa
         yield spawned, chained
 
 
+@pytest.fixture(params=["cgroup", "no-cgroup"])
+def limits_pair(request: pytest.FixtureRequest, pair: tuple[LocalSandbox, LocalSandbox],
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LocalSandbox, LocalSandbox]]:
+    """``pair``, or a pair on a host that gives no cgroup (RLIMIT_NPROC, no OOM score raised)."""
+    if request.param == "cgroup":
+        yield pair
+        return
+    monkeypatch.setattr(cgroup, "find_hierarchies", no_cgroup_here)
+    mechanism = pair[0].mechanism
+    with LocalSandbox(isolation=mechanism, warm_spare=False) as spawned, \
+            LocalSandbox(isolation=mechanism, warm_spare=False, spawner=False) as chained:  # type: ignore[arg-type]
+        assert spawned.box_info().process_limit == "rlimit"  # type: ignore[union-attr]
+        yield spawned, chained
+
+
 def _namespaces_of_the_agent(sb: LocalSandbox) -> str:
     return sb.shell("for ns in pid mnt ipc uts net user; do echo \"$ns $(readlink /proc/$$/ns/$ns)\"; done").output
 
 
 def test_a_one_off_is_the_same_process_through_the_spawner_as_through_the_exec_chain(
-        pair: tuple[LocalSandbox, LocalSandbox]) -> None:
-    spawned, chained = pair
+        limits_pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    spawned, chained = limits_pair
     seen = []
-    for sb in pair:
+    for sb in limits_pair:
         agent_ns = _namespaces_of_the_agent(sb)
         result = sb.run(IDENTITY)
         assert result.exit_code == 0, result
@@ -115,3 +132,34 @@ def test_a_timed_out_one_off_is_killed_with_its_group(pair: tuple[LocalSandbox, 
         assert time.monotonic() - started < 5
         left = sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
         assert "sleep 30" not in left, left
+
+
+def test_the_agent_cannot_stall_the_spawner_through_the_files_it_owns(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    # The spawner started with the box, before the agent ran anything, and reads no file of the
+    # agent's later (a FIFO at /etc/localtime stalled a spawner started lazily, with TZ unset).
+    sb = pair[0]
+    pid = sb.box_info().spawner_pid  # type: ignore[union-attr]
+    assert pid is not None
+    sb.shell("rm -f /etc/localtime && mkfifo /etc/localtime; mkfifo /tmp/fifo; cd /tmp")
+    started = time.monotonic()
+    assert sb.run("echo checked", timeout=5).output == "checked\n"
+    assert time.monotonic() - started < 2
+    sb.reset()
+    assert sb.run("echo next", timeout=5).output == "next\n"
+    assert sb.box_info().spawner_pid == pid  # type: ignore[union-attr]
+
+
+def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    sb = pair[0]
+    sb.shell("true")
+    pid = sb.box_info().spawner_pid  # type: ignore[union-attr]
+    assert pid is not None
+    long_one = threading.Thread(target=sb.run, args=("sleep 3",), kwargs={"timeout": 10})
+    long_one.start()
+    time.sleep(0.3)
+    os.kill(pid, signal.SIGKILL)
+    started = time.monotonic()
+    result = sb.run("echo second", timeout=5)
+    assert (result.exit_code, result.output) == (0, "second\n"), result
+    assert time.monotonic() - started < 2  # through the chain, not after the long one ended
+    long_one.join(timeout=10)

@@ -68,6 +68,9 @@ _DEFAULT_ENV = {
 }
 
 
+_SPAWNER_ENV = {"PATH": "/usr/bin:/bin", "TZ": "UTC0", "LC_ALL": "C"}
+"""The spawner's own environment (a command gets the sandbox's, per request)."""
+
 _START_TIMEOUT_S = 10.0
 _KILL_TIMEOUT_S = 5.0
 # After a timeout: how long we keep killing the command's process groups (a fork bomb keeps
@@ -230,7 +233,8 @@ class _BoxProcesses(Sandbox):
     # ------------------------------------------------------------------ processes of the box
 
     def _spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
-               in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None) -> subprocess.Popen[bytes]:
+               in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None,
+               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start a process in its own session: the one place this module creates processes.
         With ``tty`` (a terminal's path), that terminal becomes the session's controlling
         terminal (for the agent's shell: job control).
@@ -259,7 +263,7 @@ class _BoxProcesses(Sandbox):
                 argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
         argv = [*_default_signals_argv(), *argv]
         try:
-            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=self._env,
+            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env or self._env,
                                     start_new_session=new_session, close_fds=True, pass_fds=pass_fds)
         except OSError as exc:
             raise BackendError(f"could not start {argv[0]!r} for the local sandbox: {exc}") from exc
@@ -485,36 +489,45 @@ class _BoxProcesses(Sandbox):
             raise ConfigError(f"language must be 'bash' or 'python', got {language!r}.")
         return self._exec(argv, timeout=timeout, max_output=max_output)
 
+    def _start_spawner(self, box: _Box) -> None:
+        """Start the box's one-off spawner (:mod:`.spawner`), before the agent runs anything in
+        the box, with an environment of its own (``TZ`` set: no zone file read as the box's root)."""
+        if not self.spawner or self.mechanism == "none":
+            return
+        try:
+            box.spawner = Spawner.start(lambda argv, fd: self._spawn(
+                self._enter_argv(box, argv, new_shell=True), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, in_sandbox=False, pass_fds=(fd,), env=_SPAWNER_ENV),
+                time.monotonic() + _START_TIMEOUT_S)
+        except SpawnerUnavailable as exc:
+            logger.debug("local sandbox: no one-off spawner in this box: %s", exc)
+            box.spawner_off = str(exc)
+
     def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
         """Start a one-off command in the agent's namespaces: through the box's spawner, else
-        (no agent shell yet, no spawner here, or it refused) through the exec chain.
+        (no agent shell, no spawner in this box, or it refused) through the exec chain.
 
         Raises:
             subprocess.TimeoutExpired: the spawner did not start it by ``deadline``.
         """
-        init = self._agent_init(box) if self.spawner and self.mechanism != "none" else None
-        if init is not None and box.spawner_off is None:
+        spawner = box.spawner
+        init = self._agent_init(box) if spawner is not None else None
+        if spawner is not None and init is not None:
+            nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
+                self._cgroup.controllers if self._cgroup is not None else ()) else None
+            # The chain raises the OOM score in its cgroup join: without a cgroup, neither does this.
+            oom = AGENT_OOM_SCORE_ADJ if self._cgroup is not None and self._cgroup.dirs else None
             try:
-                with box.spawner_lock:
-                    if box.spawner is None and box.spawner_off is None:
-                        box.spawner = Spawner.start(lambda spawner_argv, fd: self._spawn(
-                            self._enter_argv(box, spawner_argv, new_shell=True), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, in_sandbox=False,
-                            pass_fds=(fd,)), time.monotonic() + _START_TIMEOUT_S)  # once a box, not per command
-                spawner = box.spawner
-                if spawner is None:
-                    raise SpawnerUnavailable(box.spawner_off or "stopped", gone=False)
-                nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
-                    self._cgroup.controllers if self._cgroup is not None else ()) else None
-                return spawner.run(argv, agent_init=init, cwd=self.workdir, env=self._env,
-                                   oom_score_adj=AGENT_OOM_SCORE_ADJ, nproc=nproc, deadline=deadline)
+                return spawner.run(argv, agent_init=init, cwd=self.workdir, env=self._env, oom_score_adj=oom,
+                                   nproc=nproc, deadline=deadline)
             except SpawnerUnavailable as exc:
                 logger.debug("local sandbox: a one-off goes through the exec chain: %s", exc)
                 if exc.gone:
-                    box.spawner_off = str(exc)
-                    if box.spawner is not None:
-                        box.spawner.close()
-                        box.spawner = None
+                    with box.spawner_lock:
+                        if box.spawner is spawner:
+                            box.spawner, box.spawner_off = None, str(exc)
+                            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                                spawner.close()
         return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, in_sandbox=True)
 
@@ -568,8 +581,11 @@ class _BoxProcesses(Sandbox):
                     except subprocess.TimeoutExpired:
                         timed_out = True
                 if timed_out:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
+                    if isinstance(proc, OneOff):
+                        proc.kill()
+                    else:
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.killpg(proc.pid, signal.SIGKILL)
                     try:
                         proc.wait(timeout=_KILL_TIMEOUT_S)
                     except subprocess.TimeoutExpired as exc:

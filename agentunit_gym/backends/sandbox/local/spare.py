@@ -79,6 +79,7 @@ class _WarmSpare(_ResetInPlace):
                     self._start_holder(box)
                 assert box.ns_pid is not None
                 box.mounts = _mount_points(box.ns_pid)
+                self._start_spawner(box)  # before the agent ran anything here
             box.shell = self._shell_ready(box)
         except BaseException:
             self._stop_box(box)

@@ -10,9 +10,11 @@ box out of processes, the spawner killed), the sandbox uses the chain: same resu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import time
@@ -51,25 +53,56 @@ def _recv(sock: socket.socket, deadline: float, fds: int = 0) -> tuple[bytes, li
         if not sel.select(max(0.0, deadline - time.monotonic())):  # 0: a look without waiting
             return None
     msg, got, _, _ = socket.recv_fds(sock, 1 << 16, max(fds, 1))
-    return msg, got
+    extra = got[fds:]
+    for fd in extra:  # never more than asked for: the box's side is not trusted to send them
+        os.close(fd)
+    return msg, got[:fds]
+
+
+def _send(sock: socket.socket, message: bytes, fds: list[int], deadline: float) -> bool:
+    """Send one message with ``fds``; False when ``sock`` takes nothing before ``deadline``."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_WRITE)
+        while True:
+            try:
+                socket.send_fds(sock, [message], fds)
+                return True
+            except BlockingIOError:
+                if not sel.select(max(0.0, deadline - time.monotonic())) and time.monotonic() >= deadline:
+                    return False
+
+
+def _exit_code(msg: bytes, word: bytes) -> int | None:
+    """``<word> <int>`` read from a message, or None when it is not one."""
+    head, _, value = msg.partition(b" ")
+    if head != word:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
 
 
 def _host_pid(pidfd: int) -> int:
     """The pid, as the host sees it, of the process ``pidfd`` refers to."""
     for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines():
         if line.startswith("Pid:"):
-            return int(line.split()[1])
-    raise OSError("no Pid in a pidfd's fdinfo (kernel before 5.3?)")
+            pid = int(line.split()[1])
+            if pid > 1:
+                return pid
+    raise OSError("no live process behind the pidfd the spawner sent")
 
 
 class OneOff:
     """A one-off command the spawner started, followed as ``_exec`` follows a ``Popen``:
-    ``pid`` (also its process group, on the host), ``stdout``, ``poll()``, ``wait()``."""
+    ``pid`` (also its process group, on the host; None when it never ran), ``stdout``,
+    ``poll()``, ``wait()``."""
 
-    def __init__(self, pid: int, stdout: IO[bytes], channel: socket.socket, pidfd: int) -> None:
+    def __init__(self, pid: int | None, stdout: IO[bytes], channel: socket.socket, pidfd: int | None,
+                 returncode: int | None = None) -> None:
         self.pid = pid
         self.stdout = stdout
-        self.returncode: int | None = None
+        self.returncode = returncode
         self._channel, self._pidfd = channel, pidfd
 
     def poll(self) -> int | None:
@@ -91,16 +124,26 @@ class OneOff:
             got = (b"", [])
         if got is None:
             return False
-        msg = got[0]
-        if msg.startswith(b"exit "):
-            self.returncode = int(msg[5:])
-        else:  # the spawner's child died before it could say (killed): as a kill would read
-            self.returncode = -9
+        code = _exit_code(got[0], b"exit")
+        # Anything else: the spawner's child died before it could say (killed), or said
+        # nonsense; as a kill would read.
+        self.returncode = code if code is not None else -9
         return True
+
+    def kill(self) -> None:
+        """SIGKILL to its process group; without its host pid, through the spawner's child
+        (our end of the channel shut: it kills the group and still reports the exit)."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+        elif self.returncode is None:
+            with contextlib.suppress(OSError):
+                self._channel.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
         self._channel.close()
-        os.close(self._pidfd)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
 
 
 class Spawner:
@@ -118,6 +161,7 @@ class Spawner:
             SpawnerUnavailable: it did not come up (no usable Python in the box).
         """
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setblocking(False)  # sends wait with a deadline (_send)
         try:
             proc = spawn([PYTHON, "-I", "-S", "-B", "-c", SOURCE, str(theirs.fileno())], theirs.fileno())
         except Exception as exc:
@@ -132,7 +176,7 @@ class Spawner:
             raise SpawnerUnavailable(f"it did not come up ({PYTHON} missing or older than 3.9?)", gone=True)
         return spawner
 
-    def run(self, argv: Sequence[str], *, agent_init: int, cwd: str, env: dict[str, str], oom_score_adj: int,
+    def run(self, argv: Sequence[str], *, agent_init: int, cwd: str, env: dict[str, str], oom_score_adj: int | None,
             nproc: int | None, deadline: float) -> OneOff:
         """Start ``argv`` in the namespaces of ``agent_init`` (a host pid), in ``cwd``.
 
@@ -156,26 +200,33 @@ class Spawner:
             request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env, "oom": oom_score_adj,
                                   "caps": _AGENT_CAPS, "nproc": nproc}).encode()
             try:
-                socket.send_fds(self._sock, [request], [theirs.fileno(), write_end, *opened])
+                sent = _send(self._sock, request, [theirs.fileno(), write_end, *opened], deadline)
             except OSError as exc:
                 raise SpawnerUnavailable(f"it is gone: {exc}", gone=True) from exc
+            if not sent:  # it takes no requests (stopped, or starved by the box's CPU limit)
+                raise SpawnerUnavailable("it took no request before the deadline", gone=True)
             theirs.close()
             os.close(write_end)
             write_end = -1
             got = _recv(ours, deadline, fds=1)
             if got is None:  # out of time; closing the channel kills it if it starts after all
                 raise subprocess.TimeoutExpired(list(argv), 0.0)
+            done = _exit_code(got[0], b"done")
+            if done is not None:  # it could not run (its workdir is gone): its message is the output
+                for fd in got[1]:
+                    os.close(fd)
+                started = True
+                return OneOff(None, os.fdopen(read_end, "rb", buffering=0), ours, None, returncode=done)
             if got[0] != b"started" or len(got[1]) != 1:
                 for fd in got[1]:
                     os.close(fd)
-                reason = got[0].decode(errors="replace") or "the spawner's child died"
+                reason = got[0].decode(errors="replace")[:300] or "the spawner's child died"
                 raise SpawnerUnavailable(f"it did not start the command: {reason}", gone=False)
             pidfd = got[1][0]
             try:
-                pid = _host_pid(pidfd)
-            except OSError as exc:
-                os.close(pidfd)
-                raise SpawnerUnavailable(str(exc), gone=True) from exc
+                pid: int | None = _host_pid(pidfd)
+            except (OSError, ValueError):
+                pid = None  # it runs: followed, and killed, through the channel alone (OneOff.kill)
             started = True
             return OneOff(pid, os.fdopen(read_end, "rb", buffering=0), ours, pidfd)
         finally:

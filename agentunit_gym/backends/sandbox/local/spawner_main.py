@@ -21,12 +21,15 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
   the process limit) and forks the command, in a process group of its own, signals at
   their defaults;
   on the channel it says ``started`` with the command's pidfd, then ``exit <code>`` when it
-  ended (negative: killed by that signal), or ``error <text>`` if it could not start it;
+  ended (negative: killed by that signal); ``done <code>`` when the command could not run
+  (its workdir is gone: what it printed is in the output); or ``error <text>`` when nothing
+  was started (the host may then run it another way);
 - when the host closes the channel before the command ended (it gave up on it), the
   command's process group is killed: nothing the host does not follow keeps running.
 """
 
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -51,8 +54,9 @@ def _check(ret: int, libc: ctypes.CDLL, what: str) -> None:
 def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int, channel: socket.socket) -> None:
     """In the child: enter, set up, start the command, report on ``channel``."""
     _, out, null, mnt, ipc, pidns, root = fds
-    with open("/proc/self/oom_score_adj", "w") as f:  # the box's /proc: ours is not in the agent's
-        f.write(str(int(req["oom"])))
+    if req.get("oom") is not None:  # the box's /proc: ours is not in the agent's
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(int(req["oom"])))
     _check(libc.setns(ipc, CLONE_NEWIPC), libc, "setns ipc")
     _check(libc.setns(mnt, CLONE_NEWNS), libc, "setns mnt")
     _check(libc.setns(pidns, CLONE_NEWPID), libc, "setns pid")  # for the command, not us
@@ -60,9 +64,9 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
     os.chroot(".")
     try:
         os.chdir(req["cwd"])
-    except OSError as exc:  # as nsenter says it, and exits 1
+    except OSError as exc:  # as nsenter says it, and exits 1: the command did not run
         os.write(out, f"nsenter: cannot open current working directory: {exc.strerror}\n".encode())
-        channel.send(b"exit 1")
+        channel.send(b"done 1")
         return
     if req.get("nproc"):
         resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]), int(req["nproc"])))
@@ -73,8 +77,10 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
     _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), libc, "clear ambient capabilities")
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), libc, "no new privileges")
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    argv = req["argv"]
     pid = os.fork()  # not posix_spawn: glibc's leaves its two internal signals ignored in the command
     if pid == 0:
+        code = 127
         try:
             os.setpgid(0, 0)  # a group of its own, in the spawner's session (outside, as nsenter's)
             os.dup2(null, 0)
@@ -86,14 +92,20 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
                 except (OSError, ValueError):
                     pass
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            os.execvpe(req["argv"][0], req["argv"], req["env"])
-        except OSError as exc:
-            os.write(2, f"{req['argv'][0]}: {exc.strerror}\n".encode())
+            os.execvpe(argv[0], argv, req["env"])
+        except BaseException as exc:  # noqa: BLE001 - as setpriv, the chain's last step, says it
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            reason = exc.strerror if isinstance(exc, OSError) else repr(exc)
+            try:
+                os.write(2, f"setpriv: failed to execute {argv[0]}: {reason}\n".encode(errors="replace"))
+            except BaseException:  # noqa: BLE001 - exit with the code whatever happens
+                pass
         finally:
-            os._exit(127)
+            os._exit(code)
+    # From here on the command exists: we only ever report how it ended, never "not started".
     os.close(out)
-    pidfd = os.pidfd_open(pid)
     try:
+        pidfd = os.pidfd_open(pid)
         socket.send_fds(channel, [b"started"], [pidfd])
         # Until it ends: if the host closes the channel first (it gave up), the command goes.
         with selectors.DefaultSelector() as sel:
@@ -101,7 +113,7 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
             sel.register(pidfd, selectors.EVENT_READ)
             if not any(key.fileobj == pidfd for key, _ in sel.select()):
                 _kill_group(pid)
-    except OSError:
+    except BaseException:  # noqa: BLE001 - the host may be gone, or our pidfd failed: kill it
         _kill_group(pid)
     _, status = os.waitpid(pid, 0)
     try:
@@ -124,6 +136,8 @@ def _serve(sock: socket.socket) -> None:
         last_cap = int(f.read())
     os.close(os.pidfd_open(os.getpid()))  # pidfds (Linux 5.3+) or no spawner: the host then uses the chain
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children reap themselves
+    gc.disable()  # no collection in a child: it would touch (and copy) every page it forked with
+    gc.freeze()
     sock.send(b"ready")
     while True:
         msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, FDS)
@@ -136,6 +150,7 @@ def _serve(sock: socket.socket) -> None:
         except OSError:
             pid = -1
         if pid == 0:
+            sock.close()  # ours only: a child holding it would hide the spawner's death from the host
             channel = socket.socket(fileno=fds[0])
             try:
                 _start(json.loads(msg), fds, libc, last_cap, channel)
