@@ -20,10 +20,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentunit_gym"
 NEEDS_DOCKER = {"agentunit_gym.backends.sql.mysql.backend"}
 """Modules whose examples start a container (the MariaDB server)."""
 
-NOT_RUN = re.compile(r"^\s*Example \(not run: [^)]+\)::\s*$")
+NOT_RUN = re.compile(r"^\s*Examples? \(not run: [^)]+\)::\s*$")
 """How an example that is not run says so, and why."""
 
-EXAMPLE = re.compile(r"^\s*Example\b.*:\s*$")
+EXAMPLE = re.compile(r"^\s*Examples?\b.*:\s*$")
 """The line that opens an example."""
 
 
@@ -88,9 +88,9 @@ def test_every_example_runs_or_says_why_not() -> None:
 def test_the_example_reader_tells_a_doctest_from_prose(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text('"""Doc.\n\nExample::\n\n    >>> 1 + 1\n    2\n\nExample::\n\n    f(x)\n\n'
-                      'Example (not run: needs Docker)::\n\n    g(x)\n"""\n', encoding="utf-8")
+                      'Example (not run: needs Docker)::\n\n    g(x)\n\nExamples:\n    h(x)\n"""\n', encoding="utf-8")
     assert [(h, r) for _, h, r in _examples(source)] == [
-        ("Example::", True), ("Example::", False), ("Example (not run: needs Docker)::", False)]
+        ("Example::", True), ("Example::", False), ("Example (not run: needs Docker)::", False), ("Examples:", False)]
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if m not in NEEDS_DOCKER])

@@ -26,12 +26,15 @@ means.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.trace import EpisodeTrace, Flag
+from agentunit_gym.errors import ConfigError
 
 FinishField = FinishReason | Literal[""]
 """``info["finish_reason"]``: ``""`` while the episode runs, then a :class:`FinishReason`.
@@ -231,6 +234,33 @@ class WrappedStepInfo(StepInfo, _WrapperKeys):
 
 class WrappedResetInfo(ResetInfo, _WrapperResetKeys):
     """The reset ``info`` under the evaluation wrappers."""
+
+
+SEED_KEY = "seed"
+"""The reset-``info`` key carrying the episode's reset seed (written by the evaluator,
+:mod:`agentunit_gym.eval.info`; read here so any layer's agent can, domains' baselines too)."""
+
+
+def reset_seed(info: Mapping[str, Any]) -> int | None:
+    """``info["seed"]``, checked: an integer (a numpy one too), or None when ``info`` has none.
+
+    >>> reset_seed({"seed": 3}), reset_seed({})
+    (3, None)
+    >>> reset_seed({"seed": "3"})
+    Traceback (most recent call last):
+    ...
+    agentunit_gym.errors.ConfigError: info['seed'] must be an int (the episode's reset seed), found str: '3'.
+
+    Raises:
+        ConfigError: the seed is not an integer (a ``bool``, a ``float`` or text are refused).
+    """
+    seed = info.get(SEED_KEY)
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ConfigError(f"info[{SEED_KEY!r}] must be an int (the episode's reset seed), "
+                          f"found {type(seed).__name__}: {seed!r:.100}.")
+    return int(seed)
 
 
 def merge_end(info: StepInfo, end: EndInfo) -> None:

@@ -20,18 +20,15 @@ docs/agents.md ("Info keys the evaluator adds") is the reference.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
+from agentunit_gym.core.info import SEED_KEY, WrappedResetInfo, WrappedStepInfo, reset_seed
 from agentunit_gym.errors import ConfigError
 
 REFERENCE_KEY = "reference_actions"
 """The reset-``info`` key carrying the reference solution, written as the agent would send it."""
 
-SEED_KEY = "seed"
-"""The reset-``info`` key carrying the episode's reset seed."""
 
 
 class _SeedKey(TypedDict):
@@ -120,28 +117,6 @@ def reference_actions(info: Mapping[str, Any]) -> list[str]:
             f"env.unwrapped.render_action), found {type(actions).__name__}: {actions!r:.200}."
         )
     return list(actions)
-
-
-def reset_seed(info: Mapping[str, Any]) -> int | None:
-    """``info["seed"]``, checked: an integer (a numpy one too), or None when ``info`` has none.
-
-    >>> reset_seed({"seed": 3}), reset_seed({})
-    (3, None)
-    >>> reset_seed({"seed": "3"})
-    Traceback (most recent call last):
-    ...
-    agentunit_gym.errors.ConfigError: info['seed'] must be an int (the episode's reset seed), found str: '3'.
-
-    Raises:
-        ConfigError: the seed is not an integer (a ``bool``, a ``float`` or text are refused).
-    """
-    seed = info.get(SEED_KEY)
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ConfigError(f"info[{SEED_KEY!r}] must be an int (the episode's reset seed), "
-                          f"found {type(seed).__name__}: {seed!r:.100}.")
-    return int(seed)
 
 
 __all__ = [

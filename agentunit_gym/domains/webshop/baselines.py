@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from agentunit_gym.core.info import reset_seed
+
 _AVAILABLE = re.compile(r"Available Actions:\n(\{.*\})\s*$", re.DOTALL)
 _WORD = re.compile(r"[a-z][a-z'-]+")
 _STOP = frozenset("i a an and the for in of with to is that it me my need want looking find buy get price lower "
@@ -32,8 +34,9 @@ class RandomShopper:
         self._words: list[str] = ["shirt"]
 
     def reset(self, info: dict[str, Any]) -> None:
-        if info.get("seed") is not None:
-            self._rng = np.random.default_rng(int(info["seed"]))
+        seed = reset_seed(info)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
         words = [w for w in _WORD.findall(str(info.get("instruction", "")).lower()) if w not in _STOP]
         self._words = words or ["shirt"]
 
