@@ -228,7 +228,7 @@ def _exec_chain_before() -> Iterator[None]:
 @contextlib.contextmanager
 def _no_spawner() -> Iterator[None]:
     """One-off commands through the exec chain (five execs each), as before the box's spawner
-    (2026-11-26 19:00): every local sandbox made meanwhile gets ``spawner=False``."""
+    (2026-11-26 18:40): every local sandbox made meanwhile gets ``spawner=False``."""
     from agentunit_gym.backends.sandbox.local import sandbox as sandbox_module
 
     cls = sandbox_module.LocalSandbox

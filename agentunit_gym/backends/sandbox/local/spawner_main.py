@@ -18,8 +18,8 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
   and the agent's mount, IPC and pid namespaces and root directory;
 - a child of the spawner enters the namespaces, sets itself up as the command must run
   (root directory, workdir, OOM score, no capabilities but ``caps``, no new privileges,
-  the process limit) and forks the command, in a process group of its own, signals at
-  their defaults;
+  the process limit) and starts the command (``subprocess``: a vfork, no copy of itself)
+  in a process group of its own, signals as an exec leaves them;
   on the channel it says ``started`` with the command's pidfd, then ``exit <code>`` when it
   ended (negative: killed by that signal); ``done <code>`` when the command could not run
   (its workdir is gone: what it printed is in the output); or ``error <text>`` when nothing
@@ -36,12 +36,15 @@ import resource
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 from typing import Any
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 FDS = 7
+_OWN_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+"""The command leads a process group of its own (a ``preexec_fn`` before 3.11: no vfork then)."""
 """The fds of a request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
 
 
@@ -78,30 +81,20 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), libc, "no new privileges")
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     argv = req["argv"]
-    pid = os.fork()  # not posix_spawn: glibc's leaves its two internal signals ignored in the command
-    if pid == 0:
-        code = 127
-        try:
-            os.setpgid(0, 0)  # a group of its own, in the spawner's session (outside, as nsenter's)
-            os.dup2(null, 0)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
-            for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
-                try:
-                    signal.signal(number, signal.SIG_DFL)
-                except (OSError, ValueError):
-                    pass
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            os.execvpe(argv[0], argv, req["env"])
-        except BaseException as exc:  # noqa: BLE001 - as setpriv, the chain's last step, says it
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
-            reason = exc.strerror if isinstance(exc, OSError) else repr(exc)
-            try:
-                os.write(2, f"setpriv: failed to execute {argv[0]}: {reason}\n".encode(errors="replace"))
-            except BaseException:  # noqa: BLE001 - exit with the code whatever happens
-                pass
-        finally:
-            os._exit(code)
+    # subprocess's vfork: no copy of this process (a fork's copy on write and teardown were
+    # most of a one-off's cost); signals as an exec leaves them (not posix_spawn: glibc's
+    # leaves its two internal signals ignored in the command); a process group of its own,
+    # in the spawner's session (outside the agent's namespace, as nsenter's).
+    try:
+        proc = subprocess.Popen(argv, stdin=null, stdout=out, stderr=out, env=req["env"], close_fds=True,
+                                **_OWN_GROUP)
+    except BaseException as exc:  # noqa: BLE001 - it did not run: as setpriv, the chain's last step, says it
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        reason = exc.strerror if isinstance(exc, OSError) else repr(exc)
+        os.write(out, f"setpriv: failed to execute {argv[0]}: {reason}\n".encode(errors="replace"))
+        channel.send(b"done %d" % code)
+        return
+    pid = proc.pid
     # From here on the command exists: we only ever report how it ended, never "not started".
     os.close(out)
     try:
@@ -115,9 +108,12 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
                 _kill_group(pid)
     except BaseException:  # noqa: BLE001 - the host may be gone, or our pidfd failed: kill it
         _kill_group(pid)
-    _, status = os.waitpid(pid, 0)
     try:
-        channel.send(b"exit %d" % os.waitstatus_to_exitcode(status))
+        code = proc.wait()
+    except BaseException:  # noqa: BLE001 - interrupted: as a kill would read
+        code = -9
+    try:
+        channel.send(b"exit %d" % code)
     except OSError:
         pass
 
