@@ -1,6 +1,6 @@
 """The one-off spawner's own program: it runs inside a local sandbox's box, as the box's root.
 
-Started once per box (:mod:`.spawner` starts it, with ``python3 -I -S``), it forks each
+Started once per box (:mod:`.spawner` starts it, with ``python3 -I -S``), it starts each
 one-off command (``run()``, the file helpers) into the agent's namespaces, so a one-off
 costs one ``exec`` of the command itself instead of the five of the exec chain (the cgroup
 join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the box's own
@@ -22,7 +22,7 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
   in a process group of its own, signals as an exec leaves them;
   on the channel it says ``started`` with the command's pidfd, then ``exit <code>`` when it
   ended (negative: killed by that signal); ``done <code>`` when the command could not run
-  (its workdir is gone: what it printed is in the output); or ``error <text>`` when nothing
+  (its workdir is gone, or it cannot be executed: what it printed is in the output); or ``error <text>`` when nothing
   was started (the host may then run it another way);
 - when the host closes the channel before the command ended (it gave up on it), the
   command's process group is killed: nothing the host does not follow keeps running.
