@@ -57,6 +57,13 @@ def limits_pair(request: pytest.FixtureRequest, pair: tuple[LocalSandbox, LocalS
         yield spawned, chained
 
 
+def _spawner_pid(sb: LocalSandbox) -> int:
+    """The host pid of ``sb``'s spawner (it must have one)."""
+    info = sb.box_info()
+    assert info is not None and info.spawner_pid is not None
+    return info.spawner_pid
+
+
 def _namespaces_of_the_agent(sb: LocalSandbox) -> str:
     return sb.shell("for ns in pid mnt ipc uts net user; do echo \"$ns $(readlink /proc/$$/ns/$ns)\"; done").output
 
@@ -87,8 +94,7 @@ def test_the_agent_cannot_see_or_kill_the_spawner(pair: tuple[LocalSandbox, Loca
     sb = pair[0]
     sb.shell("true")
     assert sb.run("echo first").output == "first\n"
-    info = sb.box_info()
-    assert info is not None and info.spawner_pid is not None
+    pid = _spawner_pid(sb)
     # Nothing in the agent's /proc runs python3 -I -S (the spawner) or is any process of the box's.
     seen = sb.shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
     assert "spawner" not in seen and "-I -S -B" not in seen, seen
@@ -99,23 +105,21 @@ def test_the_agent_cannot_see_or_kill_the_spawner(pair: tuple[LocalSandbox, Loca
     assert sb.shell("ls /proc/$(pgrep -x sleep)/fd").output.split() == ["0", "1", "2"]
     sb.shell("kill -9 -1; true")  # every process the agent may signal
     assert sb.run("echo still").output == "still\n"
-    after = sb.box_info()
-    assert after is not None and after.spawner_pid == info.spawner_pid
+    assert _spawner_pid(sb) == pid
     # A reset in place keeps it: it is the box's, not the episode's.
     sb.reset()
     assert sb.run("echo next").output == "next\n"
-    assert sb.box_info().spawner_pid == info.spawner_pid  # type: ignore[union-attr]
+    assert _spawner_pid(sb) == pid
 
 
 def test_when_the_spawner_is_killed_one_offs_go_through_the_exec_chain(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
     sb = pair[0]
     sb.shell("true")
     assert sb.run("echo first").output == "first\n"
-    info = sb.box_info()
-    assert info is not None and info.spawner_pid is not None
-    os.kill(info.spawner_pid, signal.SIGKILL)  # from outside: the host's root, an OOM kill
+    pid = _spawner_pid(sb)
+    os.kill(pid, signal.SIGKILL)  # from outside: the host's root, an OOM kill
     deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{info.spawner_pid}/stat") and time.monotonic() < deadline:
+    while os.path.exists(f"/proc/{pid}/stat") and time.monotonic() < deadline:
         time.sleep(0.01)
     result = sb.run("pwd; echo $((6*7))")
     assert (result.exit_code, result.output) == (0, "/root\n42\n"), result
@@ -138,22 +142,20 @@ def test_the_agent_cannot_stall_the_spawner_through_the_files_it_owns(pair: tupl
     # The spawner started with the box, before the agent ran anything, and reads no file of the
     # agent's later (a FIFO at /etc/localtime stalled a spawner started lazily, with TZ unset).
     sb = pair[0]
-    pid = sb.box_info().spawner_pid  # type: ignore[union-attr]
-    assert pid is not None
+    pid = _spawner_pid(sb)
     sb.shell("rm -f /etc/localtime && mkfifo /etc/localtime; mkfifo /tmp/fifo; cd /tmp")
     started = time.monotonic()
     assert sb.run("echo checked", timeout=5).output == "checked\n"
     assert time.monotonic() - started < 2
     sb.reset()
     assert sb.run("echo next", timeout=5).output == "next\n"
-    assert sb.box_info().spawner_pid == pid  # type: ignore[union-attr]
+    assert _spawner_pid(sb) == pid
 
 
 def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
     sb = pair[0]
     sb.shell("true")
-    pid = sb.box_info().spawner_pid  # type: ignore[union-attr]
-    assert pid is not None
+    pid = _spawner_pid(sb)
     long_one = threading.Thread(target=sb.run, args=("sleep 3",), kwargs={"timeout": 10})
     long_one.start()
     time.sleep(0.3)

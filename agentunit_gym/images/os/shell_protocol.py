@@ -28,7 +28,7 @@ import os
 import secrets
 import termios
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 SENTINEL_HEAD = b"\x1eAU"
 SENTINEL_END = b"\x1e"
@@ -306,6 +306,23 @@ def interactive_shell(pid: int) -> str | None:
             if kid and kid[2] == group:
                 return None
     return name
+
+
+def read_counter(paths: Iterable[str | os.PathLike[str]], key: str) -> int:
+    """The ``<key> <count>`` line of the first readable cgroup file of ``paths``
+    (``memory.events``' ``oom_kill``, ``pids.events``' ``max``, ``cpu.stat``'s ``nr_throttled``);
+    -1: none readable, or no such line."""
+    for path in paths:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                return int(value)
+    return -1
 
 
 def at_pids_limit(total: int, pids_limit: int) -> bool:

@@ -58,6 +58,7 @@ from agentunit_gym.images.os.shell_protocol import (
     is_flood,
     new_nonce,
     proc_stat,
+    read_counter,
     runaway_note,
     settle,
     waiting_nonces,
@@ -206,32 +207,12 @@ CPU_STATS = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpu/cpu.stat", "/sys/fs/
 
 def cpu_throttled() -> int:
     """In how many CPU periods the container's ``cpus`` limit has held it still so far; -1: unknown."""
-    for path in CPU_STATS:
-        try:
-            with open(path) as f:
-                lines = f.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            key, _, value = line.partition(" ")
-            if key == "nr_throttled" and value.strip().isdigit():
-                return int(value)
-    return -1
+    return read_counter(CPU_STATS, "nr_throttled")
 
 
 def oom_kills() -> int:
     """How many processes the kernel killed at the container's memory limit so far; -1: unknown."""
-    for path in OOM_COUNTERS:
-        try:
-            with open(path) as f:
-                lines = f.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-    return -1
+    return read_counter(OOM_COUNTERS, "oom_kill")
 
 
 def other_pids() -> list[int]:

@@ -146,11 +146,10 @@ class _Box:
     """A process ran in the box's own namespaces rather than the agent's (no shell was up):
     what it left there is not known, so a reset replaces the box."""
     spawner: Spawner | None = None
-    """The box's one-off spawner, once a one-off started it (it outlives resets in place)."""
-    spawner_off: str | None = None
-    """Why this box runs its one-offs through the exec chain (the spawner failed once)."""
+    """The box's one-off spawner, started with the box (it outlives resets in place); None where it
+    cannot run, or once it is gone: one-offs then go through the exec chain."""
     spawner_lock: threading.Lock = field(default_factory=threading.Lock)
-    """Held while the spawner starts (two threads' one-offs must not start two)."""
+    """Held while a spawner found gone is dropped (two threads' one-offs must not close it twice)."""
 
     def writable(self, sandbox_dir: str) -> Path:
         return self.dir / "w" / sandbox_dir.lstrip("/")
@@ -500,8 +499,7 @@ class _BoxProcesses(Sandbox):
                 stderr=subprocess.DEVNULL, in_sandbox=False, pass_fds=(fd,), env=_SPAWNER_ENV),
                 time.monotonic() + _START_TIMEOUT_S)
         except SpawnerUnavailable as exc:
-            logger.debug("local sandbox: no one-off spawner in this box: %s", exc)
-            box.spawner_off = str(exc)
+            logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
 
     def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
         """Start a one-off command in the agent's namespaces: through the box's spawner, else
@@ -525,7 +523,7 @@ class _BoxProcesses(Sandbox):
                 if exc.gone:
                     with box.spawner_lock:
                         if box.spawner is spawner:
-                            box.spawner, box.spawner_off = None, str(exc)
+                            box.spawner = None
                             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                                 spawner.close()
         return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

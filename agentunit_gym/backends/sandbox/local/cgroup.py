@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentunit_gym.backends.sandbox.limits import Limits
+from agentunit_gym.images.os.shell_protocol import read_counter
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -233,45 +234,18 @@ class BoxCgroup:
     def oom_kills(self) -> int:
         """How many processes the kernel has killed at this cgroup's memory limit so far (-1: unknown)."""
         path = self.dirs.get("memory")
-        if path is None:
-            return -1
-        name = "memory.events" if self.versions["memory"] == 2 else "memory.oom_control"
-        try:
-            text = (path / name).read_text()
-        except OSError:
-            return -1
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return -1
+        name = "memory.events" if self.versions.get("memory") == 2 else "memory.oom_control"
+        return read_counter([path / name], "oom_kill") if path is not None else -1
 
     def pids_refused(self) -> int:
         """How many forks this cgroup's pids limit has refused so far (-1: unknown)."""
         path = self.dirs.get("pids")
-        if path is None:
-            return -1
-        try:
-            text = (path / "pids.events").read_text()
-        except OSError:
-            return -1
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "max" and value.strip().isdigit():
-                return int(value)
-        return -1
+        return read_counter([path / "pids.events"], "max") if path is not None else -1
 
     def cpu_throttled(self) -> int:
         """In how many CPU periods this cgroup's ``cpus=`` limit has held it still so far (-1: unknown)."""
         path = self.dirs.get("cpu")
-        if path is None:
-            return -1
-        with contextlib.suppress(OSError, ValueError):
-            for line in (path / "cpu.stat").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "nr_throttled":
-                    return int(value)
-        return -1
+        return read_counter([path / "cpu.stat"], "nr_throttled") if path is not None else -1
 
     def pids(self) -> list[int]:
         """Every process in the cgroup (any of its dirs)."""

@@ -93,7 +93,7 @@ class BoxInfo:
     """The box's writable dirs are on a tmpfs of ``disk`` bytes (root callers)."""
     spawner_pid: int | None = None
     """Host pid of the box's one-off spawner (in the box's pid namespace, not the agent's);
-    None until a one-off started it, or where one-offs go through the exec chain."""
+    None where one-offs go through the exec chain (``spawner=False``, it cannot run, or it is gone)."""
 
 
 class LocalSandbox(_WarmSpare):
