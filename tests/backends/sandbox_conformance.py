@@ -40,6 +40,22 @@ HOST_CANARY_DIRS = (Path("/etc"), Path("/root"), Path("/home"), Path("/var/tmp")
 
 FORK_BOMB = ":(){ :|:& };:"
 
+TOUCH_THE_LIMIT_LEAVE_THREE = """python3 -c '
+import subprocess
+procs = []
+try:
+    while True:
+        procs.append(subprocess.Popen(["sleep", "300"]))
+except OSError:
+    pass
+for p in procs[3:]:
+    p.kill()
+    p.wait()
+print("left", len(procs[:3]))
+'"""
+"""Starts processes until the pids limit refuses one, then ends all but three, which it leaves
+standing still: below any count, but the limit was reached."""
+
 FILL_THE_LIMIT_LATER = "(sleep 0.5; for i in $(seq 100); do sleep 300 & done; wait) &"
 
 SLOW_SPAWNER = """sleep 300 & sleep 300 & sleep 300 & python3 -c '
@@ -776,6 +792,19 @@ class SandboxConformance:
         assert limited.shell("echo fresh").output == "fresh\n"
 
     @pytest.mark.slow
+    def test_what_a_command_that_reached_the_pids_limit_left_is_killed(self, limited: Sandbox) -> None:
+        # A bomb touches the limit for a moment, then its copies sleep in bash's fork retries,
+        # fewer than any count calls a flood and standing still: the refused fork tells.
+        result = limited.shell(TOUCH_THE_LIMIT_LEAVE_THREE)
+        assert result.output.startswith("left 3\n") and "killed as a fork bomb" in result.output, result
+        assert count_procs(limited, "sleep") == 0
+        # A one-off command's own refused forks are its own: a later deliberate job survives.
+        assert limited.run(SPAWN_UNTIL_REFUSED, language="python", timeout=30).output.startswith("refused ")
+        result = limited.shell("sleep 300 & sleep 300 &")
+        assert "killed" not in result.output, result
+        assert count_procs(limited, "sleep") == 2
+
+    @pytest.mark.slow
     def test_a_job_that_fills_the_pids_limit_after_its_command_does_not_stop_one_off_commands(
             self, limited: Sandbox) -> None:
         # Two processes standing still when the command ends (deliberate, as far as anyone can
@@ -806,7 +835,7 @@ class SandboxConformance:
         # Four processes, then one more every 10 ms of CPU: at cpus=0.1, one every CFS period
         # (100 ms), the box held still in between and for the interpreter's start.
         result = sandbox.shell(SLOW_SPAWNER)
-        assert "were killed: more than 8 were still forking" in result.output, result
+        assert "were killed as a fork bomb: more than 8 still forking" in result.output, result
         assert (count_procs(sandbox, "python3"), count_procs(sandbox, "sleep")) == (0, 0)
         assert sandbox.shell("echo alive").output == "alive\n"
 

@@ -154,6 +154,21 @@ def test_a_throttled_box_is_watched_two_seconds_at_most_and_a_few_jobs_not_at_al
     assert time.monotonic() - start < 0.4
 
 
+def test_a_fork_the_pids_limit_refused_makes_what_the_command_left_a_flood() -> None:
+    # A bomb touched the limit between two looks: its copies then stand still in bash's fork
+    # retries, 20 of them (below the budget and the limit), which alone looks deliberate.
+    start = time.monotonic()
+
+    def refused() -> int:  # the pids limit refused a fork 50 ms into the watch
+        return 1 if time.monotonic() - start > 0.05 else 0
+
+    assert not is_flood(lambda: 20, before=2, budget=32, pids_limit=64)
+    start = time.monotonic()
+    assert is_flood(lambda: 20, before=2, budget=32, pids_limit=64, refused=refused)
+    # A refusal with nothing left (the command hit the limit and cleaned up) is no flood.
+    assert not is_flood(lambda: 0, before=2, budget=32, pids_limit=64, refused=lambda: 3)
+
+
 def test_a_box_at_its_pids_limit_is_full_at_nine_tenths() -> None:
     assert [at_pids_limit(n, 64) for n in (56, 57, 64)] == [False, True, True]
     assert not at_pids_limit(459, 512) and at_pids_limit(460, 512)

@@ -196,7 +196,8 @@ RESTARTED_NOTE = "\n[the command did not stop; a new shell was started: cwd, var
 
 def runaway_note(killed: int, budget: int) -> str:
     """What the agent reads after :func:`is_flood` and the killing of what its command left."""
-    return f"\n[{killed} processes this command left running were killed: more than {budget} were still forking]\n"
+    return (f"\n[{killed} processes this command left running were killed as a fork bomb: more than {budget} "
+            "still forking, or the process limit reached]\n")
 
 
 class Level:
@@ -334,7 +335,7 @@ def at_pids_limit(total: int, pids_limit: int) -> bool:
 
 def is_flood(count_new: Callable[[], int], before: int, budget: int, pids_limit: int,
              watch_s: float = RUNAWAY_WATCH_S, still_s: float = RUNAWAY_STILL_S,
-             throttled: Callable[[], int] | None = None) -> bool:
+             throttled: Callable[[], int] | None = None, refused: Callable[[], int] | None = None) -> bool:
     """Whether what the last command left running is a flood to kill (a fork bomb).
 
     ``count_new()`` counts the processes the command left (those not there before it);
@@ -345,7 +346,10 @@ def is_flood(count_new: Callable[[], int], before: int, budget: int, pids_limit:
     CFS period is 100 ms, so a bomb under ``cpus=`` may stand still for most of one), or
     ``watch_s`` passed. ``throttled()``, the box's count of CPU periods it was throttled in:
     while more than a quarter of ``budget`` stand still and the count goes up, the box is held
-    still, not done: the watch goes on, up to ``RUNAWAY_THROTTLED_WATCH_S``.
+    still, not done: the watch goes on, up to ``RUNAWAY_THROTTLED_WATCH_S``. ``refused()``, how
+    many forks the box's pids limit refused since the command started: one refused while the
+    command left something is a flood (a bomb touches the limit for a moment between two looks,
+    then its copies sleep in bash's fork retries, standing still below the budget).
     """
     start = time.monotonic()
     deadline, longest = start + watch_s, start + max(watch_s, RUNAWAY_THROTTLED_WATCH_S)
@@ -355,7 +359,7 @@ def is_flood(count_new: Callable[[], int], before: int, budget: int, pids_limit:
         new = count_new()
         if not new:
             return False
-        if new > budget or at_pids_limit(new + before, pids_limit):
+        if new > budget or at_pids_limit(new + before, pids_limit) or (refused is not None and refused() > 0):
             return True
         now = time.monotonic()
         if new > seen:

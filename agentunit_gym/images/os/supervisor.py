@@ -205,6 +205,15 @@ CPU_STATS = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpu/cpu.stat", "/sys/fs/
 """Where the container's count of CPU-throttled periods is (cgroup v2, v1)."""
 
 
+PIDS_EVENTS = ("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events")
+"""Where the container's count of forks its pids limit refused is (cgroup v2, v1)."""
+
+
+def pids_refused() -> int:
+    """How many forks the container's pids limit has refused so far; -1: unknown."""
+    return read_counter(PIDS_EVENTS, "max")
+
+
 def cpu_throttled() -> int:
     """In how many CPU periods the container's ``cpus`` limit has held it still so far; -1: unknown."""
     return read_counter(CPU_STATS, "nr_throttled")
@@ -247,7 +256,7 @@ def kill_all(deadline_s: float = 3.0) -> bool:
         time.sleep(0.001)
 
 
-def contain_runaways(before: set[int], spared: set[int]) -> int:
+def contain_runaways(before: set[int], spared: set[int], refused_before: int = -1) -> int:
     """Kill what the last command left running when it is a flood (:func:`shell_protocol.is_flood`).
 
     ``before``: the processes that existed before the command (earlier background jobs
@@ -255,11 +264,14 @@ def contain_runaways(before: set[int], spared: set[int]) -> int:
     is left (killing a process group at once stops its members forking). A box still at its
     pids limit after that (:func:`shell_protocol.at_pids_limit`) was filled by what an
     earlier command left (a bomb judged still then may fill the limit later): then
-    everything but ``spared`` is killed. Returns how many processes were killed.
+    everything but ``spared`` is killed. ``refused_before``: :func:`pids_refused` when the
+    command started (a fork refused since is a flood's sign; -1: unknown). Returns how many
+    processes were killed.
     """
+    refused = (lambda: pids_refused() - refused_before) if refused_before >= 0 else None
     if not at_pids_limit(len(other_pids()), PIDS_LIMIT) and not is_flood(
             lambda: len(_left(before, spared)), len(before), RUNAWAY_BUDGET, PIDS_LIMIT,
-            throttled=cpu_throttled if cpu_throttled() >= 0 else None):
+            throttled=cpu_throttled if cpu_throttled() >= 0 else None, refused=refused):
         return 0
     killed = _kill_rounds(before, spared)
     if at_pids_limit(len(other_pids()), PIDS_LIMIT):
@@ -500,6 +512,7 @@ class Shell:
         # background jobs count as new too, so a bomb that started slowly is caught later.
         before = self.settled if self.settled is not None else set(other_pids())
         kills = oom_kills()  # [limits] the host adds a note when the kernel killed at the memory limit
+        refusals = pids_refused()
         nonce, cap = self._send(command, limit)
         self.rejected.clear()
         code: int | None = None
@@ -533,7 +546,7 @@ class Shell:
         if restarted:
             cap.note(RESTARTED_NOTE if timed_out else EXITED_NOTE)
         if not restarted:
-            killed = contain_runaways(before, self.spared())
+            killed = contain_runaways(before, self.spared(), refusals)
             self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")

@@ -283,19 +283,14 @@ class _AgentShell(_Files):
         """
         if self.mechanism == "none" or not before:
             return
-        now = self._ns_pids(box)
-        refused = self._refused_forks()
-        if at_pids_limit(len(now), self.pids_limit):
-            pass
-        elif refused > self._pids_refused_seen >= 0:
-            # A fork the pids limit refused since the last look is a flood whatever the count
-            # says, if this command left something (one-off commands count their own refusals).
-            if not now - before:
-                self._pids_refused_seen = refused
-                return
-        elif not is_flood(lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget,
-                          self.pids_limit, throttled=self._throttled_reader()):
-            self._pids_refused_seen = refused
+        # A fork the pids limit refused since the last look (one-off commands count their own)
+        # makes what this command left a flood, whatever the count says.
+        seen = self._pids_refused_seen
+        refused = (lambda: self._refused_forks() - seen) if seen >= 0 else None
+        if not at_pids_limit(len(self._ns_pids(box)), self.pids_limit) and not is_flood(
+                lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget, self.pids_limit,
+                throttled=self._throttled_reader(), refused=refused):
+            self._pids_refused_seen = self._refused_forks()
             return
         killed = self._kill_flood(box, before)
         if at_pids_limit(len(self._ns_pids(box)), self.pids_limit):
