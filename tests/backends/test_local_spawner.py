@@ -4,6 +4,8 @@ gone the sandbox goes on through the chain."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -13,9 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
+from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult
 from agentunit_gym.backends.sandbox.local import LocalSandbox, cgroup
 from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS
+from agentunit_gym.errors import BackendTimeoutError
 from tests.backends.test_local_sandbox import no_cgroup_here
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
@@ -156,7 +159,8 @@ def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[Lo
     sb = pair[0]
     sb.shell("true")
     pid = _spawner_pid(sb)
-    long_one = threading.Thread(target=sb.run, args=("sleep 3",), kwargs={"timeout": 10})
+    results: list[ExecResult] = []
+    long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 3", timeout=10)))
     long_one.start()
     time.sleep(0.3)
     os.kill(pid, signal.SIGKILL)
@@ -164,4 +168,102 @@ def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[Lo
     result = sb.run("echo second", timeout=5)
     assert (result.exit_code, result.output) == (0, "second\n"), result
     assert time.monotonic() - started < 2  # through the chain, not after the long one ended
-    long_one.join(timeout=10)
+    # The one it ran is followed by no one now: the host killed it, and says so.
+    long_one.join(timeout=2)
+    assert results and results[0].exit_code == -9, results  # as run() reports a kill
+    assert "sleep 3" not in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+
+
+def _commands_of(spawner: int, comm: str, deadline_s: float = 5.0) -> list[int]:
+    """Host pids of the processes named ``comm`` below ``spawner`` (waits until there is one)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if stat[stat.index("(") + 1:stat.rindex(")")] != comm:
+                continue
+            pid = int(entry)
+            while pid > 1 and pid != spawner:  # up its ancestry
+                with contextlib.suppress(OSError, ValueError):
+                    with open(f"/proc/{pid}/stat") as f:
+                        pid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    continue
+                break
+            if pid == spawner:
+                found.append(int(entry))
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
+
+
+_WALL = 0x40000000
+"""``__WALL``: wait for a tracee that is not our child."""
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_command_held_by_a_tracer_after_its_end_stalls_no_other_one_off(
+        pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    # A tracer (here us; in the box, the agent could) holds an ended command until it reaps it:
+    # the spawner cannot reap it meanwhile, and must not wait for it.
+    sb = pair[0]
+    sb.shell("true")
+    results: list[ExecResult] = []
+    first = threading.Thread(target=lambda: results.append(sb.run("sleep 0.3; echo first", timeout=20)))
+    first.start()
+    (target,) = _commands_of(_spawner_pid(sb), "bash")
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.ptrace(ctypes.c_long(0x4206), target, None, None) == 0, ctypes.get_errno()  # PTRACE_SEIZE
+    try:
+        deadline = time.monotonic() + 5  # until it has ended: a zombie only we may reap
+        while (state := _state(target)) != "Z" and time.monotonic() < deadline:
+            if state in "tT":  # stopped for us at a signal (its child's SIGCHLD): on with it
+                pid, status = os.waitpid(target, os.WNOHANG | _WALL)
+                if pid and os.WIFSTOPPED(status):
+                    libc.ptrace(ctypes.c_long(7), target, None, ctypes.c_void_p(os.WSTOPSIG(status)))  # PTRACE_CONT
+            time.sleep(0.005)
+        assert state == "Z", state
+        started = time.monotonic()
+        assert sb.run("echo second", timeout=5).output == "second\n"
+        assert time.monotonic() - started < 2
+        assert _spawner_pid(sb) is not None and not results
+    finally:
+        os.waitpid(target, _WALL)  # reaped by us as its tracer: handed back to its parent
+    first.join(timeout=5)
+    assert results and (results[0].exit_code, results[0].output) == (0, "first\n"), results
+
+
+def test_an_end_and_a_give_up_seen_together_leave_the_spawner_running(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    # The host gives up on a command (timeout) while the spawner is held still: its end and
+    # the closed channel then reach the spawner in one batch, the end first.
+    sb = pair[0]
+    sb.shell("true")
+    spawner = _spawner_pid(sb)
+    outcome: list[object] = []
+
+    def give_up() -> None:
+        try:
+            outcome.append(sb.run("sleep 30", timeout=1))
+        except BackendTimeoutError as exc:  # no end said while the spawner is stopped
+            outcome.append(exc)
+
+    thread = threading.Thread(target=give_up)
+    thread.start()
+    assert _commands_of(spawner, "sleep")
+    os.kill(spawner, signal.SIGSTOP)
+    try:
+        thread.join(timeout=15)
+        assert outcome, "run() did not return"
+    finally:
+        os.kill(spawner, signal.SIGCONT)
+    time.sleep(0.3)
+    assert sb.run("echo after").output == "after\n"
+    assert _spawner_pid(sb) == spawner  # the same spawner: it did not die on the batch

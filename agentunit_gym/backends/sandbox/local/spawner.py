@@ -3,8 +3,8 @@ commands, and follow a command it started as a ``Popen`` would be followed.
 
 A one-off through the exec chain costs five execs (the cgroup join, ``setpriv``,
 ``nsenter``, ``setpriv``, the command), each ~1 ms of CPU on a VM whose glibc probes the CPU
-at every start; through the spawner it costs one fork of a small Python process and one
-``posix_spawn``. Where the spawner cannot run (no Python 3.9+ at ``/usr/bin/python3``, the
+at every start; through the spawner it costs one fork of a small Python process that
+execs the command. Where the spawner cannot run (no Python 3.9+ at ``/usr/bin/python3``, the
 box out of processes, the spawner killed), the sandbox uses the chain: same result, slower.
 """
 
@@ -93,6 +93,13 @@ def _host_pid(pidfd: int) -> int:
     raise OSError("no live process behind the pidfd the spawner sent")
 
 
+def _ended(pidfd: int) -> bool:
+    """Whether the process behind ``pidfd`` has ended (a pidfd reads ready then)."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(pidfd, selectors.EVENT_READ)
+        return bool(sel.select(0))
+
+
 class OneOff:
     """A one-off command the spawner started, followed as ``_exec`` follows a ``Popen``:
     ``pid`` (also its process group, on the host; None when it never ran), ``stdout``,
@@ -125,14 +132,19 @@ class OneOff:
         if got is None:
             return False
         code = _exit_code(got[0], b"exit")
-        # Anything else: the spawner's child died before it could say (killed), or said
-        # nonsense; as a kill would read.
-        self.returncode = code if code is not None else -9
+        if code is None:
+            # The spawner died before it could say (killed), or said nonsense: the command
+            # is no longer followed by anyone but us, so it goes (while its pidfd says it
+            # runs: its pid is its own then), and reads as a kill would.
+            if self._pidfd is not None and not _ended(self._pidfd):
+                self.kill()
+            code = -9
+        self.returncode = code
         return True
 
     def kill(self) -> None:
-        """SIGKILL to its process group; without its host pid, through the spawner's child
-        (our end of the channel shut: it kills the group and still reports the exit)."""
+        """SIGKILL to its process group; without its host pid, through the spawner (our end
+        of the channel shut: it kills the group and still reports the exit)."""
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
@@ -183,7 +195,7 @@ class Spawner:
         Raises:
             SpawnerUnavailable: nothing was started (``gone`` if the spawner is gone too).
             subprocess.TimeoutExpired: it did not start by ``deadline`` (if it does later, it
-                is killed at once: the spawner's child sees our end closed).
+                is killed at once: the spawner sees our end closed).
         """
         names = ("mnt", "ipc", "pid")
         opened: list[int] = []

@@ -5,7 +5,10 @@ one-off command (``run()``, the file helpers) into the agent's namespaces, so a 
 costs one ``exec`` of the command itself instead of the five of the exec chain (the cgroup
 join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the box's own
 pid and mount namespaces, which the agent's are children of: the agent cannot see it,
-signal it or reach its socket (an unnamed socket pair with the host).
+signal it or reach its socket (an unnamed socket pair with the host). Its child for a
+command is in the agent's pid namespace from its fork to its exec (a few ms): the agent may
+stop or kill it, which fails that one command only (the loop waits on no command, and a
+child that has not exec'd in ``REPORT_TIMEOUT_S`` is killed).
 
 Standard library only, and for any Python 3.9+: the box's ``python3`` is the host's system
 one, not ours.
@@ -16,18 +19,26 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
 - a request is one JSON message (``argv``, ``cwd``, ``env``, ``oom``, ``caps``, ``nproc``)
   with seven fds: a channel socket for this command alone, the output pipe, ``/dev/null``,
   and the agent's mount, IPC and pid namespaces and root directory;
-- a child of the spawner enters the namespaces, sets itself up as the command must run
+- a child of the spawner, forked into the agent's pid namespace (the spawner's own stays
+  the box's), enters the other namespaces, sets itself up as the command must run
   (root directory, workdir, OOM score, no capabilities but ``caps``, no new privileges,
-  the process limit) and starts the command (``subprocess``: a vfork, no copy of itself)
-  in a process group of its own, signals as an exec leaves them;
-  on the channel it says ``started`` with the command's pidfd, then ``exit <code>`` when it
-  ended (negative: killed by that signal); ``done <code>`` when the command could not run
-  (its workdir is gone, or it cannot be executed: what it printed is in the output); or ``error <text>`` when nothing
-  was started (the host may then run it another way);
+  the process limit, a process group of its own, signals as an exec from a shell leaves
+  them) and execs the command: the child becomes it, so the copy of the spawner a fork
+  makes lives only until that exec (a child that ran the command and waited for it kept
+  the copy alive, and both it and the spawner copied every page they wrote meanwhile);
+- on the channel the spawner says ``started`` with the command's pidfd, then ``exit
+  <code>`` when it ended (negative: killed by that signal); ``done <code>`` when the command
+  could not run (its workdir is gone, or it cannot be executed: what it printed is in the
+  output); or ``error <text>`` when nothing was started (the host may then run it another
+  way); the child tells the spawner how it went on a pipe that its exec closes;
 - when the host closes the channel before the command ended (it gave up on it), the
-  command's process group is killed: nothing the host does not follow keeps running.
+  command's process group is killed: nothing the host does not follow keeps running; when
+  the host closes the spawner's socket, every command still running is killed and the
+  spawner exits. A spawner that dies (killed) closes the channels of what it started: the
+  host then kills those commands itself.
 """
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -36,16 +47,20 @@ import resource
 import selectors
 import signal
 import socket
-import subprocess
 import sys
+import time
 from typing import Any
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 FDS = 7
-_OWN_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-"""The command leads a process group of its own (a ``preexec_fn`` before 3.11: no vfork then)."""
 """The fds of a request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
+REPORT_TIMEOUT_S = 10.0
+"""How long a child may take to exec the command (it enters, sets up, execs: a few ms; the
+agent can see it and stop it meanwhile: then it is killed, and only this command fails)."""
+REAP_RETRY_S = 0.5
+"""How often a command that ended is looked at again while a tracer (the agent) holds it."""
 
 
 def _check(ret: int, libc: ctypes.CDLL, what: str) -> None:
@@ -54,22 +69,22 @@ def _check(ret: int, libc: ctypes.CDLL, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int, channel: socket.socket) -> None:
-    """In the child: enter, set up, start the command, report on ``channel``."""
-    _, out, null, mnt, ipc, pidns, root = fds
+def _become(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int, report: int) -> None:
+    """In the child: enter, set up as the command must run, and exec it. Returns only when
+    the command could not run; what happened is then on ``report`` (an exec closes it)."""
+    _, out, null, mnt, ipc, _, root = fds
     if req.get("oom") is not None:  # the box's /proc: ours is not in the agent's
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write(str(int(req["oom"])))
     _check(libc.setns(ipc, CLONE_NEWIPC), libc, "setns ipc")
     _check(libc.setns(mnt, CLONE_NEWNS), libc, "setns mnt")
-    _check(libc.setns(pidns, CLONE_NEWPID), libc, "setns pid")  # for the command, not us
     os.fchdir(root)
     os.chroot(".")
     try:
         os.chdir(req["cwd"])
     except OSError as exc:  # as nsenter says it, and exits 1: the command did not run
         os.write(out, f"nsenter: cannot open current working directory: {exc.strerror}\n".encode())
-        channel.send(b"done 1")
+        os.write(report, b"done 1")
         return
     if req.get("nproc"):
         resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]), int(req["nproc"])))
@@ -79,43 +94,243 @@ def _start(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: int
             _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), libc, "drop a capability")
     _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), libc, "clear ambient capabilities")
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), libc, "no new privileges")
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for sig in _DEFAULT_SIGNALS:  # what Python ignores and we wait on: as an exec from a shell leaves them
+        signal.signal(sig, signal.SIG_DFL)
+    os.setpgid(0, 0)  # a process group of its own, in our session (outside the agent's namespace, as nsenter's)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
     argv = req["argv"]
-    # subprocess's vfork: no copy of this process (a fork's copy on write and teardown were
-    # most of a one-off's cost); signals as an exec leaves them (not posix_spawn: glibc's
-    # leaves its two internal signals ignored in the command); a process group of its own,
-    # in the spawner's session (outside the agent's namespace, as nsenter's).
     try:
-        proc = subprocess.Popen(argv, stdin=null, stdout=out, stderr=out, env=req["env"], close_fds=True,
-                                **_OWN_GROUP)
-    except BaseException as exc:  # noqa: BLE001 - it did not run: as setpriv, the chain's last step, says it
-        code = 127 if isinstance(exc, FileNotFoundError) else 126
-        reason = exc.strerror if isinstance(exc, OSError) else repr(exc)
-        os.write(out, f"setpriv: failed to execute {argv[0]}: {reason}\n".encode(errors="replace"))
-        channel.send(b"done %d" % code)
-        return
-    pid = proc.pid
-    # From here on the command exists: we only ever report how it ended, never "not started".
-    os.close(out)
+        os.execvpe(argv[0], argv, req["env"])
+    except OSError as exc:  # it did not run: as setpriv, the chain's last step, says it
+        os.write(2, f"setpriv: failed to execute {argv[0]}: {exc.strerror}\n".encode(errors="replace"))
+        os.write(report, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
+
+
+def _send(channel: socket.socket, message: bytes, fds: tuple[int, ...] = ()) -> None:
     try:
-        pidfd = os.pidfd_open(pid)
-        socket.send_fds(channel, [b"started"], [pidfd])
-        # Until it ends: if the host closes the channel first (it gave up), the command goes.
-        with selectors.DefaultSelector() as sel:
-            sel.register(channel, selectors.EVENT_READ)
-            sel.register(pidfd, selectors.EVENT_READ)
-            if not any(key.fileobj == pidfd for key, _ in sel.select()):
-                _kill_group(pid)
-    except BaseException:  # noqa: BLE001 - the host may be gone, or our pidfd failed: kill it
-        _kill_group(pid)
-    try:
-        code = proc.wait()
-    except BaseException:  # noqa: BLE001 - interrupted: as a kill would read
-        code = -9
-    try:
-        channel.send(b"exit %d" % code)
+        socket.send_fds(channel, [message], list(fds)) if fds else channel.send(message)
     except OSError:
-        pass
+        pass  # the host gave up on it
+
+
+def _closed(channel: socket.socket) -> bool:
+    """Whether the host has closed its end already (it never writes on a channel)."""
+    try:
+        return channel.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+class _Command:
+    """One command the spawner forked: its child until the exec, then the command itself."""
+
+    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: int) -> None:
+        self.pid, self.pidfd, self.channel = pid, pidfd, channel
+        # (Annotations in a function body are never evaluated: `int | None` is fine on 3.9.)
+        self.report: int | None = report  # the child's report pipe, until its exec closes it
+        self.said = b""  # what the child wrote there: it did not run
+        self.deadline = time.monotonic() + REPORT_TIMEOUT_S  # for the report
+        self.started = False  # "started" was sent: only its end is said from then on
+        self.reap_at: float | None = None  # ended but not reapable yet (a tracer holds it)
+
+
+class _Spawner:
+    """The spawner's loop, which never waits on one command: requests on ``sock``; for each
+    command, the child's report (with a deadline), its pidfd (its end, said on its channel)
+    and its channel (closed by the host before the end: the command is killed)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            self.last_cap = int(f.read())
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(sock, selectors.EVENT_READ, ("request", None))
+        self.commands: set[_Command] = set()
+
+    def serve(self) -> None:
+        while True:
+            waits = [c.deadline for c in self.commands if c.report is not None]
+            waits += [c.reap_at for c in self.commands if c.reap_at is not None]
+            timeout = max(0.0, min(waits) - time.monotonic()) if waits else None
+            for key, _ in self.sel.select(timeout):
+                if self.sel.get_map().get(key.fd) is not key:
+                    continue  # unregistered (or its fd reused) by an earlier event of this batch
+                kind, command = key.data
+                if kind == "request":
+                    if not self._request():
+                        self._kill_all()
+                        return
+                elif kind == "report":
+                    self._read_report(command)
+                elif kind == "exit":
+                    self._ended(command)
+                else:
+                    self._given_up(command)
+            now = time.monotonic()
+            for command in list(self.commands):
+                if command.report is not None and now >= command.deadline and self._drain(command) == "empty":
+                    os.kill(command.pid, signal.SIGKILL)  # held before its exec (stopped?): it goes
+                    command.said = command.said or b"error the command did not start in time"
+                    self._close_report(command)
+                elif command.report is not None and now >= command.deadline:
+                    self._close_report(command)  # its report came with the deadline
+                elif command.reap_at is not None and now >= command.reap_at:
+                    self._ended(command)
+
+    def _request(self) -> bool:
+        msg, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, FDS)
+        if not msg:
+            return False  # the host closed its end
+        for fd in fds:
+            os.set_inheritable(fd, False)
+        try:
+            if len(fds) == FDS:
+                self._start(msg, fds)
+            elif fds:
+                with socket.socket(fileno=os.dup(fds[0])) as channel:
+                    _send(channel, b"error a request without its fds")
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return True
+
+    def _start(self, msg: bytes, fds: list[int]) -> None:
+        channel = socket.socket(fileno=os.dup(fds[0]))
+        if _closed(channel):  # the host gave up on it before we got to it: it never runs
+            channel.close()
+            return
+        try:
+            req = json.loads(msg)
+            # The pid namespace of our children (not ours): the child is forked into the agent's.
+            _check(self.libc.setns(fds[5], CLONE_NEWPID), self.libc, "setns pid")
+            read_end, write_end = os.pipe()
+        except Exception as exc:  # noqa: BLE001 - a bad request: said, nothing started
+            _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
+            channel.close()
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            try:
+                _close_all_but([*fds, write_end])  # nothing of ours lives on in it: not our socket
+                _become(req, fds, self.libc, self.last_cap, write_end)
+            except BaseException as exc:  # noqa: BLE001 - any failure goes to the host, which runs it another way
+                try:
+                    os.write(write_end, b"error " + repr(exc).encode(errors="replace")[:4000])
+                except OSError:
+                    pass
+            os._exit(0)
+        os.close(write_end)
+        if pid < 0:
+            os.close(read_end)
+            _send(channel, b"error the spawner could not fork")
+            channel.close()
+            return
+        try:
+            command = _Command(pid, os.pidfd_open(pid), channel, read_end)
+            self.sel.register(read_end, selectors.EVENT_READ, ("report", command))
+            self.sel.register(command.pidfd, selectors.EVENT_READ, ("exit", command))
+            self.sel.register(channel, selectors.EVENT_READ, ("channel", command))
+        except OSError as exc:  # out of fds: it goes, said as not started
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
+            for fd in (read_end, channel.fileno()):
+                with contextlib.suppress(KeyError, ValueError):
+                    self.sel.unregister(fd)
+            os.close(read_end)
+            channel.close()
+            return
+        self.commands.add(command)
+
+    def _read_report(self, command: _Command) -> None:
+        assert command.report is not None
+        chunk = os.read(command.report, 4096)
+        if chunk:
+            command.said += chunk
+        else:
+            self._close_report(command)
+
+    def _close_report(self, command: _Command) -> None:
+        """The child exec'd the command (nothing said) or gave up: tell the host."""
+        if command.report is None:
+            return
+        self.sel.unregister(command.report)
+        os.close(command.report)
+        command.report = None
+        if command.said:
+            _send(command.channel, command.said)  # the child ends by itself; reaped when it has
+        else:
+            command.started = True
+            _send(command.channel, b"started", (command.pidfd,))
+
+    def _ended(self, command: _Command) -> None:
+        if command.report is not None:  # its end came first in this batch: what it said is all there
+            self._drain(command)
+            self._close_report(command)
+        try:
+            pid, status = os.waitpid(command.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = command.pid, 9  # as a kill would read
+        if pid == 0:  # ended, but a tracer holds it until it reaps it: look again later
+            if command.reap_at is None:
+                self.sel.unregister(command.pidfd)
+            command.reap_at = time.monotonic() + REAP_RETRY_S
+            return
+        self.commands.discard(command)
+        if command.reap_at is None:
+            self.sel.unregister(command.pidfd)
+        os.close(command.pidfd)
+        if command.channel.fileno() in self.sel.get_map():
+            self.sel.unregister(command.channel)
+        if command.started:
+            _send(command.channel, b"exit %d" % os.waitstatus_to_exitcode(status))
+        command.channel.close()
+
+    @staticmethod
+    def _drain(command: _Command) -> str:
+        """Read what the child wrote so far without waiting: "eof" (it exec'd or ended), or
+        "empty" (it is still on its way)."""
+        assert command.report is not None
+        os.set_blocking(command.report, False)
+        while True:
+            try:
+                chunk = os.read(command.report, 4096)
+            except BlockingIOError:
+                return "empty"
+            if not chunk:
+                return "eof"
+            command.said += chunk
+
+    def _given_up(self, command: _Command) -> None:
+        """The host closed the channel (it gave up): the command goes; its end is still said."""
+        self.sel.unregister(command.channel)
+        if command.started:
+            _kill_group(command.pid)
+        else:
+            os.kill(command.pid, signal.SIGKILL)  # ours, not reaped yet: never another process
+            _kill_group(command.pid)  # it may have exec'd already
+
+    def _kill_all(self) -> None:
+        for command in self.commands:
+            _kill_group(command.pid)
+
+
+def _close_all_but(keep: list[int]) -> None:
+    """Close every fd above 2 but ``keep``."""
+    low = 3
+    for fd in sorted(set(keep)):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def _kill_group(pid: int) -> None:
@@ -127,42 +342,12 @@ def _kill_group(pid: int) -> None:
 
 def _serve(sock: socket.socket) -> None:
     os.set_inheritable(sock.fileno(), False)  # never in a command: it would reach us with it
-    libc = ctypes.CDLL(None, use_errno=True)
-    with open("/proc/sys/kernel/cap_last_cap") as f:
-        last_cap = int(f.read())
+    spawner = _Spawner(sock)
     os.close(os.pidfd_open(os.getpid()))  # pidfds (Linux 5.3+) or no spawner: the host then uses the chain
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children reap themselves
     gc.disable()  # no collection in a child: it would touch (and copy) every page it forked with
     gc.freeze()
     sock.send(b"ready")
-    while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, FDS)
-        if not msg:
-            return  # the host closed its end
-        for fd in fds:
-            os.set_inheritable(fd, False)
-        try:
-            pid = os.fork() if len(fds) == FDS else -1
-        except OSError:
-            pid = -1
-        if pid == 0:
-            sock.close()  # ours only: a child holding it would hide the spawner's death from the host
-            channel = socket.socket(fileno=fds[0])
-            try:
-                _start(json.loads(msg), fds, libc, last_cap, channel)
-            except BaseException as exc:  # noqa: BLE001 - any failure goes to the host, which runs it another way
-                try:
-                    channel.send(b"error " + repr(exc).encode(errors="replace")[:4000])
-                except OSError:
-                    pass
-            os._exit(0)
-        if pid < 0 and fds:
-            try:
-                os.write(fds[0], b"error the spawner could not fork")
-            except OSError:
-                pass
-        for fd in fds:
-            os.close(fd)
+    spawner.serve()
 
 
 if __name__ == "__main__":
