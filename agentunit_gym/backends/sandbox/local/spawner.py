@@ -221,6 +221,9 @@ class Spawner:
             os.close(write_end)
             write_end = -1
             got = _recv(ours, deadline, fds=1)
+            forked = got is not None and got[0] == b"forking"  # from here on it may have run
+            if forked:
+                got = _recv(ours, deadline, fds=1)
             if got is None:  # out of time; closing the channel kills it if it starts after all
                 raise subprocess.TimeoutExpired(list(argv), 0.0)
             done = _exit_code(got[0], b"done")
@@ -229,11 +232,20 @@ class Spawner:
                     os.close(fd)
                 started = True
                 return OneOff(None, os.fdopen(read_end, "rb", buffering=0), ours, None, returncode=done)
+            if got[0].startswith(b"error "):  # said only when nothing ran: the chain may run it
+                for fd in got[1]:
+                    os.close(fd)
+                reason = got[0][6:].decode(errors="replace")[:300]
+                raise SpawnerUnavailable(f"it did not start the command: {reason}", gone=False)
             if got[0] != b"started" or len(got[1]) != 1:
                 for fd in got[1]:
                     os.close(fd)
-                reason = got[0].decode(errors="replace")[:300] or "the spawner's child died"
-                raise SpawnerUnavailable(f"it did not start the command: {reason}", gone=False)
+                if not forked:  # the spawner died before it took the command: the chain runs it
+                    raise SpawnerUnavailable("it died before it took the command", gone=True)
+                # It died after its fork (or said nonsense): the command may have run, so it
+                # is never run again; it reads as killed.
+                started = True
+                return OneOff(None, os.fdopen(read_end, "rb", buffering=0), ours, None, returncode=-9)
             pidfd = got[1][0]
             try:
                 pid: int | None = _host_pid(pidfd)

@@ -1,6 +1,6 @@
 """The one-off spawner's own program: it runs inside a local sandbox's box, as the box's root.
 
-Started once per box (:mod:`.spawner` starts it, with ``python3 -I -S``), it starts each
+Started once per box (:mod:`.spawner` starts it, with ``python3 -I -S -B``), it starts each
 one-off command (``run()``, the file helpers) into the agent's namespaces, so a one-off
 costs one ``exec`` of the command itself instead of the five of the exec chain (the cgroup
 join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the box's own
@@ -26,16 +26,23 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
   them) and execs the command: the child becomes it, so the copy of the spawner a fork
   makes lives only until that exec (a child that ran the command and waited for it kept
   the copy alive, and both it and the spawner copied every page they wrote meanwhile);
-- on the channel the spawner says ``started`` with the command's pidfd, then ``exit
+- on the channel the spawner says ``forking`` just before its fork, ``started`` with the
+  command's pidfd, then ``exit
   <code>`` when it ended (negative: killed by that signal); ``done <code>`` when the command
   could not run (its workdir is gone, or it cannot be executed: what it printed is in the
-  output); or ``error <text>`` when nothing was started (the host may then run it another
-  way); the child tells the spawner how it went on a pipe that its exec closes;
+  output); or ``error <text>`` when nothing was started: said only when the child could
+  not have exec'd it (the request was bad, the fork failed, the child gave up before its
+  exec and said so), for the host may then run it another way; anything that may have run
+  reads as started, then killed at worst (a child past its deadline, or killed before its
+  exec, ends as ``exit -9``): the host never runs a command twice. The child tells the
+  spawner how it went on a pipe that its exec closes;
 - when the host closes the channel before the command ended (it gave up on it), the
   command's process group is killed: nothing the host does not follow keeps running; when
-  the host closes the spawner's socket, every command still running is killed and the
-  spawner exits. A spawner that dies (killed) closes the channels of what it started: the
-  host then kills those commands itself.
+  the host closes the spawner's socket, every command still running (and every child not
+  yet exec'd) is killed and the spawner exits. A spawner that dies (killed) closes the
+  channels of what it started (its children close their copies first thing): the host
+  then kills those commands itself, and reads a channel closed without a word as a command
+  killed, never as one to run again.
 """
 
 import contextlib
@@ -151,11 +158,13 @@ class _Spawner:
         self.sel = selectors.DefaultSelector()
         self.sel.register(sock, selectors.EVENT_READ, ("request", None))
         self.commands: set[_Command] = set()
+        self.orphans: set[int] = set()  # killed children nobody follows: reaped when they end
 
     def serve(self) -> None:
         while True:
-            waits = [c.deadline for c in self.commands if c.report is not None]
+            waits = [c.deadline for c in self.commands if c.report is not None and c.deadline < float("inf")]
             waits += [c.reap_at for c in self.commands if c.reap_at is not None]
+            waits += [time.monotonic() + REAP_RETRY_S] if self.orphans else []
             timeout = max(0.0, min(waits) - time.monotonic()) if waits else None
             for key, _ in self.sel.select(timeout):
                 if self.sel.get_map().get(key.fd) is not key:
@@ -173,14 +182,18 @@ class _Spawner:
                     self._given_up(command)
             now = time.monotonic()
             for command in list(self.commands):
-                if command.report is not None and now >= command.deadline and self._drain(command) == "empty":
-                    os.kill(command.pid, signal.SIGKILL)  # held before its exec (stopped?): it goes
-                    command.said = command.said or b"error the command did not start in time"
-                    self._close_report(command)
-                elif command.report is not None and now >= command.deadline:
-                    self._close_report(command)  # its report came with the deadline
+                if command.report is not None and now >= command.deadline:
+                    # Held before its exec (stopped?), or just past it: either way it goes, and
+                    # its end says so (as a command killed: never "not started" after the fork).
+                    os.kill(command.pid, signal.SIGKILL)  # ours, not reaped yet: never another process
+                    command.deadline = float("inf")
                 elif command.reap_at is not None and now >= command.reap_at:
                     self._ended(command)
+            for pid in list(self.orphans):
+                with contextlib.suppress(ChildProcessError):
+                    if not os.waitpid(pid, os.WNOHANG)[0]:
+                        continue
+                self.orphans.discard(pid)
 
     def _request(self) -> bool:
         msg, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, FDS)
@@ -214,12 +227,17 @@ class _Spawner:
             channel.close()
             return
         try:
+            channel.send(b"forking")  # from here on it may run: the host never runs it again
             pid = os.fork()
-        except OSError:
-            pid = -1
+        except OSError:  # the host is gone, or no fork: nothing runs
+            os.close(read_end)
+            os.close(write_end)
+            _send(channel, b"error the spawner could not fork")
+            channel.close()
+            return
         if pid == 0:
             try:
-                _close_all_but([*fds, write_end])  # nothing of ours lives on in it: not our socket
+                _close_all_but([*fds[1:], write_end])  # nothing of ours lives on in it: not our socket
                 _become(req, fds, self.libc, self.last_cap, write_end)
             except BaseException as exc:  # noqa: BLE001 - any failure goes to the host, which runs it another way
                 try:
@@ -228,24 +246,25 @@ class _Spawner:
                     pass
             os._exit(0)
         os.close(write_end)
-        if pid < 0:
-            os.close(read_end)
-            _send(channel, b"error the spawner could not fork")
-            channel.close()
-            return
+        with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
+            os.setpgid(pid, pid)
+        command = _Command(pid, -1, channel, read_end)
+        registered: list[int] = []
         try:
-            command = _Command(pid, os.pidfd_open(pid), channel, read_end)
-            self.sel.register(read_end, selectors.EVENT_READ, ("report", command))
-            self.sel.register(command.pidfd, selectors.EVENT_READ, ("exit", command))
-            self.sel.register(channel, selectors.EVENT_READ, ("channel", command))
-        except OSError as exc:  # out of fds: it goes, said as not started
+            command.pidfd = os.pidfd_open(pid)
+            for fd, kind in ((read_end, "report"), (command.pidfd, "exit"), (channel.fileno(), "channel")):
+                self.sel.register(fd, selectors.EVENT_READ, (kind, command))
+                registered.append(fd)
+        except OSError:  # out of fds: it goes, and reads as killed (it may have run already)
+            _kill_group(pid)
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
-            for fd in (read_end, channel.fileno()):
-                with contextlib.suppress(KeyError, ValueError):
-                    self.sel.unregister(fd)
-            os.close(read_end)
+            self.orphans.add(pid)
+            for fd in registered:
+                self.sel.unregister(fd)
+            for fd in (read_end, command.pidfd):
+                if fd >= 0:
+                    os.close(fd)
+            _send(channel, b"exit -9")
             channel.close()
             return
         self.commands.add(command)
@@ -321,16 +340,18 @@ class _Spawner:
     def _kill_all(self) -> None:
         for command in self.commands:
             _kill_group(command.pid)
+            if command.report is not None:  # not exec'd yet, maybe not in its group yet: ours, unreaped
+                os.kill(command.pid, signal.SIGKILL)
 
 
 def _close_all_but(keep: list[int]) -> None:
-    """Close every fd above 2 but ``keep``."""
-    low = 3
-    for fd in sorted(set(keep)):
-        if fd >= low:
-            os.closerange(low, fd)
-            low = fd + 1
-    os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    """Close every fd above 2 but ``keep`` (those open, as /proc lists them: a range up to the
+    fd limit is a million ``close`` calls on Python 3.9)."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):  # the listing's own fd, closed already
+                os.close(fd)
 
 
 def _kill_group(pid: int) -> None:
