@@ -14,7 +14,7 @@ give; each does so in one function, with its own deadlines:
   :mod:`agentunit_gym.backends.sandbox.local.box`;
 - the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
 - the local box's spawner (:mod:`agentunit_gym.backends.sandbox.local.spawner_main`), which
-  runs inside a box and forks its one-off commands there (``_start``);
+  runs inside a box and forks a child per one-off command there, which execs it (``_become``);
 - the OS image's supervisor (:mod:`agentunit_gym.images.os.supervisor`), which runs inside
   the container, not in the library's process.
 
