@@ -248,6 +248,7 @@ class _Spawner:
         os.close(write_end)
         with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
             os.setpgid(pid, pid)
+        os.set_blocking(read_end, False)  # read as far as it goes, never waited on (_drain)
         command = _Command(pid, -1, channel, read_end)
         registered: list[int] = []
         try:
@@ -270,11 +271,7 @@ class _Spawner:
         self.commands.add(command)
 
     def _read_report(self, command: _Command) -> None:
-        assert command.report is not None
-        chunk = os.read(command.report, 4096)
-        if chunk:
-            command.said += chunk
-        else:
+        if self._drain(command) == "eof":
             self._close_report(command)
 
     def _close_report(self, command: _Command) -> None:
@@ -318,7 +315,6 @@ class _Spawner:
         """Read what the child wrote so far without waiting: "eof" (it exec'd or ended), or
         "empty" (it is still on its way)."""
         assert command.report is not None
-        os.set_blocking(command.report, False)
         while True:
             try:
                 chunk = os.read(command.report, 4096)
