@@ -40,6 +40,7 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _children_ints,
     _proc_stat_fields,
     _scan_processes,
+    _wait_readable,
 )
 from agentunit_gym.backends.sandbox.local.spawner import OneOff, Spawner, SpawnerUnavailable
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
@@ -90,7 +91,9 @@ def _result(capture: Capture, exit_code: int | None, timed_out: bool, started: f
 
 @dataclass
 class _Shell:
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | OneOff
+    """The session leader: ``nsenter`` (the exec chain started it), or bubblewrap or ``unshare``
+    (the box's spawner did: then it is the spawner's child, followed through the spawner)."""
     stdin: IO[bytes]
     fd: int
     """The terminal's master side: the commands' output and the sentinels."""
@@ -111,11 +114,20 @@ class _Shell:
     read the terminal (``su - jack``, ``bash``), innermost last."""
     found: str | None = None
     """The nonce whose sentinel ``_read_sentinel`` saw last."""
+    depth: int = 3
+    """How many processes :meth:`chain` has: 3 from ``nsenter``, 2 from the spawner."""
+
+    @property
+    def sid(self) -> int:
+        """Host pid of the session leader (its session id, and its process group's)."""
+        assert self.proc.pid is not None  # a shell is made only once its process runs
+        return self.proc.pid
 
     def chain(self) -> list[int]:
-        """Host pids from the session leader down to the interactive bash (nsenter, unshare, bash)."""
-        found = [self.proc.pid]
-        while len(found) < 3:
+        """Host pids from the session leader down to the interactive bash: nsenter, bwrap (or
+        unshare), bash; without nsenter when the spawner started it."""
+        found = [self.sid]
+        while len(found) < self.depth:
             kids = _children(found[-1])
             if not kids:
                 break
@@ -384,8 +396,8 @@ class _BoxProcesses(Sandbox):
             return None
         if shell.init_pid is None:
             chain = shell.chain()
-            if len(chain) == 3:  # nsenter, its child unshare, unshare's child: the shell
-                shell.init_pid = chain[2]
+            if len(chain) == shell.depth:  # [nsenter,] bwrap or unshare, its child: the shell
+                shell.init_pid = chain[-1]
         if shell.init_pid is not None and _proc_stat_fields(shell.init_pid) is None:
             return None
         return shell.init_pid
@@ -418,16 +430,21 @@ class _BoxProcesses(Sandbox):
     def _end_shell(shell: _Shell) -> None:
         """Kill a shell (its session) and wait for it, with a deadline; close our ends."""
         # The session leader's group, and the interactive bash's own group.
-        for group in (shell.proc.pid, *(int(pid) for pid in _children(shell.proc.pid))):
+        for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
         with contextlib.suppress(OSError):
             shell.stdin.close()
         try:
-            shell.proc.wait(timeout=_KILL_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.") from exc
+            # Its pidfd says when it has ended, whoever reaps it (we, or the spawner).
+            if not _wait_readable(shell.exit_fd, _KILL_TIMEOUT_S):
+                raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.")
+            if not isinstance(shell.proc, OneOff):  # ours to reap
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    shell.proc.wait(timeout=_KILL_TIMEOUT_S)
         finally:
+            if isinstance(shell.proc, OneOff):
+                shell.proc.close()
             for fd in (shell.fd, shell.exit_fd):
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -440,7 +457,7 @@ class _BoxProcesses(Sandbox):
             if self.mechanism == "none" and box.shell is not None:
                 # No pid namespace: kill the shell's session (daemons that left it escape).
                 for pid, (_, session) in _scan_processes():
-                    if session == box.shell.proc.pid:
+                    if session == box.shell.sid:
                         with contextlib.suppress(ProcessLookupError, PermissionError):
                             os.kill(pid, signal.SIGKILL)
             if box.ns_pid is not None:
@@ -501,6 +518,24 @@ class _BoxProcesses(Sandbox):
         except SpawnerUnavailable as exc:
             logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
 
+    def _spawner_limits(self) -> tuple[int | None, int | None]:
+        """(OOM score, process limit) the spawner sets in its child, as the chain would have:
+        the chain raises the OOM score in its cgroup join (without a cgroup, neither does the
+        spawner), and sets RLIMIT_NPROC where no pids cgroup counts the box's processes."""
+        nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
+            self._cgroup.controllers if self._cgroup is not None else ()) else None
+        oom = AGENT_OOM_SCORE_ADJ if self._cgroup is not None and self._cgroup.dirs else None
+        return oom, nproc
+
+    @staticmethod
+    def _drop_spawner(box: _Box, spawner: Spawner) -> None:
+        """The box's spawner was found gone: the box goes on without it (the exec chain)."""
+        with box.spawner_lock:
+            if box.spawner is spawner:
+                box.spawner = None
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    spawner.close()
+
     def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
         """Start a one-off command in the agent's namespaces: through the box's spawner, else
         (no agent shell, no spawner in this box, or it refused) through the exec chain.
@@ -511,21 +546,14 @@ class _BoxProcesses(Sandbox):
         spawner = box.spawner
         init = self._agent_init(box) if spawner is not None else None
         if spawner is not None and init is not None:
-            nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
-                self._cgroup.controllers if self._cgroup is not None else ()) else None
-            # The chain raises the OOM score in its cgroup join: without a cgroup, neither does this.
-            oom = AGENT_OOM_SCORE_ADJ if self._cgroup is not None and self._cgroup.dirs else None
+            oom, nproc = self._spawner_limits()
             try:
                 return spawner.run(argv, agent_init=init, cwd=self.workdir, env=self._env, oom_score_adj=oom,
                                    nproc=nproc, deadline=deadline)
             except SpawnerUnavailable as exc:
                 logger.debug("local sandbox: a one-off goes through the exec chain: %s", exc)
                 if exc.gone:
-                    with box.spawner_lock:
-                        if box.spawner is spawner:
-                            box.spawner = None
-                            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                                spawner.close()
+                    self._drop_spawner(box, spawner)
         return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, in_sandbox=True)
 

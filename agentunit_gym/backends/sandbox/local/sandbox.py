@@ -225,7 +225,7 @@ class LocalSandbox(_WarmSpare):
         next_pid = None
         if box.next_shell is not None:
             with contextlib.suppress(Exception):  # not up (yet), or failed: then None
-                next_pid = box.next_shell.result(timeout=wait_s).proc.pid if wait_s > 0 or box.next_shell.done() \
+                next_pid = box.next_shell.result(timeout=wait_s).sid if wait_s > 0 or box.next_shell.done() \
                     else None
         dirs = dict(self._cgroup.dirs) if self._cgroup is not None else {}
         limit: Literal["cgroup", "rlimit", "none"] = "cgroup" if "pids" in dirs else (
@@ -234,7 +234,7 @@ class LocalSandbox(_WarmSpare):
             box_dir=box.dir, writable_dirs={d: box.writable(d) for d in WRITABLE_DIRS},
             holder_pid=box.holder.pid if box.holder is not None else None, namespace_pid=box.ns_pid,
             agent_pid=self._agent_init(box) if self.mechanism != "none" else None,
-            shell_pid=box.shell.proc.pid if box.shell is not None else None, next_shell_pid=next_pid,
+            shell_pid=box.shell.sid if box.shell is not None else None, next_shell_pid=next_pid,
             tainted=box.tainted, etc_template=self._etc, process_limit=limit,
             pids_cgroup=dirs.get("pids"), cgroup_dirs=dirs, disk_bounded=self._disk_bounded,
             spawner_pid=next(iter(_children_ints(box.spawner.proc.pid)), None) if box.spawner is not None else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import selectors
 import signal
@@ -34,6 +35,7 @@ from agentunit_gym.backends.sandbox.local.isolation import (
     _AGENT_INIT,
     agent_caps_argv,
     bwrap_agent_argv,
+    tool_path,
 )
 from agentunit_gym.backends.sandbox.local.procfs import (
     _children,
@@ -45,6 +47,8 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _read_proc_stat,
     _scan_processes,
 )
+from agentunit_gym.backends.sandbox.local.spawner import OneOff, SpawnerUnavailable
+from agentunit_gym.backends.sandbox.local.spawner_main import SHELL_CONTROL_FD
 from agentunit_gym.errors import BackendTimeoutError, ConfigError
 from agentunit_gym.images.os.shell_protocol import (
     EXITED_NOTE,
@@ -62,6 +66,8 @@ from agentunit_gym.images.os.shell_protocol import (
     settle,
     waiting_nonces,
 )
+
+logger = logging.getLogger("agentunit_gym")
 
 USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser and setpriv cannot switch to "
                     "another user here (only a sandbox started by root maps many); switching users needs the docker "
@@ -127,20 +133,7 @@ class _AgentShell(_Files):
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
             # The terminal is the session's controlling terminal (_spawn's `tty`), so the
             # interactive bash gets real job control (and reports like the docker shell).
-            shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
-                     self._workdir_in(box), self._jobs_file(box), str(control_read)]
-            # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
-            # sees its shell and what it starts (and run()'s commands, which join it), not
-            # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
-            # IPC namespaces are its own too, so what it leaves there ends with it.
-            inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
-            if inside is not None:
-                shell = [*inside, *shell]
-            elif self.mechanism != "none":
-                shell = ["unshare", "--pid", "--fork", "--mount-proc", "--ipc", "--kill-child", "--", "/bin/sh", "-c",
-                         _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
-            proc = self._spawn(self._enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave, stderr=slave,
-                               in_sandbox=True, pass_fds=(control_read,), tty=slave_name)
+            proc = self._shell_process(box, slave, slave_name, control_read)
         except BaseException:
             os.close(master)
             os.close(control_write)
@@ -149,8 +142,57 @@ class _AgentShell(_Files):
             os.close(slave)
             os.close(control_read)
         os.set_blocking(master, False)
+        assert proc.pid is not None
         return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name,
-                      levels=[Level(proc.pid, "driver")])
+                      levels=[Level(proc.pid, "driver")], depth=2 if isinstance(proc, OneOff) else 3)
+
+    def _shell_process(self, box: _Box, slave: int, slave_name: str,
+                       control_read: int) -> subprocess.Popen[bytes] | OneOff:
+        """Start the agent's shell on the terminal ``slave``, reading commands from ``control_read``:
+        through the box's spawner where it has one (no ``sh``, ``setpriv`` or ``nsenter`` in
+        front of it), else through the exec chain."""
+        spawner = box.spawner if self.mechanism != "none" else None
+
+        def argv(control: str, *, die_with_parent: bool = True) -> list[str]:
+            """The shell's argv, ``control`` the fd number its command pipe is at."""
+            shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
+                     self._workdir_in(box), self._jobs_file(box), control]
+            # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
+            # sees its shell and what it starts (and run()'s commands, which join it), not
+            # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
+            # IPC namespaces are its own too, so what it leaves there ends with it.
+            inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
+            if inside is not None:
+                return [*(arg for arg in inside if die_with_parent or arg != "--die-with-parent"), *shell]
+            if self.mechanism != "none":
+                return [tool_path("unshare"), "--pid", "--fork", "--mount-proc", "--ipc", "--kill-child", "--",
+                        "/bin/sh", "-c", _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
+            return shell
+
+        if spawner is not None:
+            oom, nproc = self._spawner_limits()
+            try:
+                # It outlives the spawner, should that be killed (a one-off's child of the spawner
+                # does not): the spawner is not the agent's, and its end must not end the episode.
+                proc = spawner.shell(argv(str(SHELL_CONTROL_FD), die_with_parent=False), tty=slave,
+                                     control=control_read, env=self._env, oom_score_adj=oom, nproc=nproc,
+                                     deadline=time.monotonic() + _START_TIMEOUT_S)
+            except SpawnerUnavailable as exc:
+                logger.debug("local sandbox: the agent's shell starts through the exec chain: %s", exc)
+                if exc.gone:
+                    self._drop_spawner(box, spawner)
+            except subprocess.TimeoutExpired as exc:
+                raise BackendTimeoutError(f"the local sandbox's shell did not start within {_START_TIMEOUT_S:g} s."
+                                          ) from exc
+            else:
+                if proc.pid is not None and proc.returncode is None:
+                    return proc
+                # It could not run, or ran and was killed: nothing of it lives on; the chain
+                # tries (and says why it fails, if it does).
+                proc.kill()
+                proc.close()
+        return self._spawn(self._enter_argv(box, argv(str(control_read)), new_shell=True), stdin=slave, stdout=slave,
+                           stderr=slave, in_sandbox=True, pass_fds=(control_read,), tty=slave_name)
 
     # ------------------------------------------------------------------ the agent's shell
 
@@ -237,7 +279,7 @@ class _AgentShell(_Files):
             self._kill_command_groups(box, shell, before)  # what the loop had started meanwhile
             if not self._box_alive(box):
                 raise self._died_error()
-            box.shell = self._start_shell(box)
+            box.shell = self._shell_ready(box)  # answered: its namespaces are whole before a one-off joins them
             capture.note(RESTARTED_NOTE.rstrip("\n"))
         else:
             self._contain_runaways(box, before, capture)
@@ -305,7 +347,7 @@ class _AgentShell(_Files):
             ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino
         except OSError:
             return 0
-        shell_group = box.shell.proc.pid if box.shell is not None else -1
+        shell_group = box.shell.sid if box.shell is not None else -1
         # Never a group of ours: the driver's, the ones below it, a nested shell's (it leads one).
         spared_groups = {shell_group, *_children_ints(shell_group),
                          *(level.pid for level in (box.shell.levels if box.shell is not None else ()))}
@@ -547,7 +589,7 @@ class _AgentShell(_Files):
             # The agent ended its shell (``exit 3``, ``exec true``): report its status and give it
             # a new one, as the docker sandbox does (the interactive bash already printed "exit").
             self._stop_shell(box)
-            box.shell = self._start_shell(box)
+            box.shell = self._shell_ready(box)  # answered: its namespaces are whole before a one-off joins them
             capture.note(EXITED_NOTE)
             return _result(capture, None if timed_out else code, timed_out, started)
         self._stop_shell(box)
@@ -558,7 +600,7 @@ class _AgentShell(_Files):
         earlier job: one the shell listed before the command (its jobs file), or one whose
         leader was already running then (``before``: the agent's pids as the command was sent;
         under load the command may time out before the shell has even written its jobs file)."""
-        sid = shell.proc.pid  # nsenter (or bash) leads the session
+        sid = shell.sid  # nsenter, bwrap or unshare (or bash, unisolated) leads the session
         # The interactive bash leads a process group of its own, and so may the processes
         # between it and the session leader (unshare): spare them too.
         spared = {sid, *(int(pid) for pid in _children(sid)), *shell.chain()}

@@ -47,6 +47,7 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
 
 import contextlib
 import ctypes
+import fcntl
 import gc
 import json
 import os
@@ -55,13 +56,18 @@ import selectors
 import signal
 import socket
 import sys
+import termios
 import time
 from typing import Any
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 FDS = 7
-"""The fds of a request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
+"""The fds of a command's request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
+SHELL_FDS = 3
+"""The fds of a shell's request: channel, the terminal, the pipe the shell reads commands from."""
+SHELL_CONTROL_FD = 3
+"""The fd number the shell finds its command pipe at."""
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
 REPORT_TIMEOUT_S = 10.0
 """How long a child may take to exec the command (it enters, sets up, execs: a few ms; the
@@ -115,6 +121,34 @@ def _become(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: in
         os.write(report, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
 
 
+def _become_shell(req: dict[str, Any], fds: list[int], report: int) -> None:
+    """In the child, for the agent's shell: in the box's own namespaces with all of root's
+    capabilities there (the argv, bubblewrap or unshare, makes the agent's namespaces and
+    drops them), a session of its own whose controlling terminal is ``fds[1]`` (stdin, stdout
+    and stderr), the command pipe at :data:`SHELL_CONTROL_FD`. Returns only when it could not
+    run (said on ``report``)."""
+    _, tty, control = fds
+    if req.get("oom") is not None:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(int(req["oom"])))
+    os.setsid()  # the parent never set our group: a group leader could not make a session
+    fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
+    if req.get("nproc"):
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]), int(req["nproc"])))
+    for sig in _DEFAULT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    for fd in (0, 1, 2):
+        os.dup2(tty, fd)
+    os.dup2(control, SHELL_CONTROL_FD)
+    os.set_inheritable(SHELL_CONTROL_FD, True)  # dup2 onto itself keeps close-on-exec
+    argv = req["argv"]
+    try:
+        os.execvpe(argv[0], argv, req["env"])
+    except OSError as exc:
+        os.write(2, f"{argv[0]}: {exc.strerror}\n".encode(errors="replace"))
+        os.write(report, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
+
+
 def _send(channel: socket.socket, message: bytes, fds: tuple[int, ...] = ()) -> None:
     try:
         socket.send_fds(channel, [message], list(fds)) if fds else channel.send(message)
@@ -155,6 +189,8 @@ class _Spawner:
         self.libc = ctypes.CDLL(None, use_errno=True)
         with open("/proc/sys/kernel/cap_last_cap") as f:
             self.last_cap = int(f.read())
+        # Our own pid namespace (the box's), for the children that start the agent's shells.
+        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         self.sel = selectors.DefaultSelector()
         self.sel.register(sock, selectors.EVENT_READ, ("request", None))
         self.commands: set[_Command] = set()
@@ -202,7 +238,7 @@ class _Spawner:
         for fd in fds:
             os.set_inheritable(fd, False)
         try:
-            if len(fds) == FDS:
+            if len(fds) in (FDS, SHELL_FDS):
                 self._start(msg, fds)
             elif fds:
                 with socket.socket(fileno=os.dup(fds[0])) as channel:
@@ -219,8 +255,12 @@ class _Spawner:
             return
         try:
             req = json.loads(msg)
-            # The pid namespace of our children (not ours): the child is forked into the agent's.
-            _check(self.libc.setns(fds[5], CLONE_NEWPID), self.libc, "setns pid")
+            shell = req.get("kind") == "shell"
+            if len(fds) != (SHELL_FDS if shell else FDS):
+                raise ValueError(f"{len(fds)} fds for a {'shell' if shell else 'command'}")
+            # The pid namespace of our children (not ours): a command's child is forked into
+            # the agent's, a shell's into the box's (its argv makes the agent's).
+            _check(self.libc.setns(self.own_pid_ns if shell else fds[5], CLONE_NEWPID), self.libc, "setns pid")
             read_end, write_end = os.pipe()
         except Exception as exc:  # noqa: BLE001 - a bad request: said, nothing started
             _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
@@ -238,7 +278,10 @@ class _Spawner:
         if pid == 0:
             try:
                 _close_all_but([*fds[1:], write_end])  # nothing of ours lives on in it: not our socket
-                _become(req, fds, self.libc, self.last_cap, write_end)
+                if shell:
+                    _become_shell(req, fds, write_end)
+                else:
+                    _become(req, fds, self.libc, self.last_cap, write_end)
             except BaseException as exc:  # noqa: BLE001 - any failure goes to the host, which runs it another way
                 try:
                     os.write(write_end, b"error " + repr(exc).encode(errors="replace")[:4000])
@@ -246,8 +289,9 @@ class _Spawner:
                     pass
             os._exit(0)
         os.close(write_end)
-        with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
-            os.setpgid(pid, pid)
+        if not shell:  # a shell's child makes a session (and group) of its own: it must not lead one first
+            with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
+                os.setpgid(pid, pid)
         os.set_blocking(read_end, False)  # read as far as it goes, never waited on (_drain)
         command = _Command(pid, -1, channel, read_end)
         registered: list[int] = []
