@@ -366,3 +366,68 @@ def test_a_one_off_right_after_the_agent_ended_its_shell_sees_the_whole_box(
             assert ended.exit_code == 3, ended
             result = sb.run("cat /root/file; grep -c kept /root/file")
             assert (result.exit_code, result.output) == (0, "kept\n1\n"), result
+
+
+def _host_pids_with(marker: str) -> list[int]:
+    """Host pids whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+    return found
+
+
+def test_the_agents_pid_1_leads_its_session_and_cannot_leave_its_group(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    # A PID 1 that joined another group of its namespace (an earlier job's, which a timeout
+    # spares) never finished dying when killed: the kernel waits for that group's pid, which
+    # the dying PID 1 holds. Its box stayed on the host, unkillable. As a session leader (as
+    # docker's PID 1 bash is) it cannot move.
+    for sb in pair:
+        assert sb.shell("ps -o pid=,pgid=,sid= -p $$").output.split() == ["1", "1", "1"]
+        assert sb.shell("sleep 1001 & export J=$!; echo started").output.endswith("started\n")
+        result = sb.shell("exec python3 -c 'import os, time; os.setpgid(0, int(os.environ[\"J\"])); "
+                          "time.sleep(1002)'", timeout=5)
+        assert "PermissionError" in result.output and result.output.endswith(EXITED_NOTE), result
+        deadline = time.monotonic() + 5
+        while (_host_pids_with("sleep 1001") or _host_pids_with("time.sleep(1002)")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _host_pids_with("sleep 1001") and not _host_pids_with("time.sleep(1002)")
+        assert sb.shell("echo on; ps -o sid= -p $$").output.split() == ["on", "1"]
+        sb.reset()
+        assert sb.shell("echo next").output == "next\n"
+
+
+def test_the_spawner_refuses_a_request_whose_fds_do_not_fit_its_kind() -> None:
+    # The spawner's own program, on the host: a request says what it is and brings its fds.
+    import json
+    import socket
+    import subprocess
+
+    from agentunit_gym.backends.sandbox.local.spawner import PYTHON, SOURCE
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([PYTHON, "-I", "-S", "-B", "-c", SOURCE, str(theirs.fileno())], pass_fds=(theirs.fileno(),))
+    theirs.close()
+    try:
+        ours.settimeout(10)
+        assert ours.recv(64) == b"ready"
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for request, fds in (({"argv": ["true"]}, 3), ({"kind": "shell", "argv": ["true"]}, 7),
+                                 ({"kind": "shell", "argv": ["true"]}, 2)):
+                mine, channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                socket.send_fds(ours, [json.dumps(request).encode()], [channel.fileno()] + [null] * (fds - 1))
+                channel.close()
+                mine.settimeout(10)
+                said = mine.recv(4096)
+                assert said.startswith(b"error "), (request, fds, said)
+                mine.close()
+        finally:
+            os.close(null)
+    finally:
+        ours.close()
+        proc.wait(timeout=10)
+    assert proc.returncode == 0

@@ -115,7 +115,8 @@ class _Shell:
     found: str | None = None
     """The nonce whose sentinel ``_read_sentinel`` saw last."""
     depth: int = 3
-    """How many processes :meth:`chain` has: 3 from ``nsenter``, 2 from the spawner."""
+    """How many processes :meth:`chain` has: 3 from ``nsenter``, 2 from the spawner, 1 when
+    unisolated (the bash, no pid namespace)."""
 
     @property
     def sid(self) -> int:
@@ -133,6 +134,23 @@ class _Shell:
                 break
             found.append(int(kids[0]))
         return found
+
+
+def _open_init(shell: _Shell) -> int | None:
+    """A pidfd of the agent's PID 1 below ``shell``'s leader (None: unisolated, or gone)."""
+    if _wait_readable(shell.exit_fd, 0):
+        return None  # the leader has ended: the pids below it may be another's by now
+    chain = shell.chain()
+    if len(chain) != shell.depth or shell.depth < 2:
+        return None
+    try:
+        pidfd = os.pidfd_open(chain[-1])
+    except OSError:
+        return None
+    if chain[-1] not in _children_ints(chain[-2]):  # it ended, and the pid went to another
+        os.close(pidfd)
+        return None
+    return pidfd
 
 
 @dataclass
@@ -428,16 +446,32 @@ class _BoxProcesses(Sandbox):
 
     @staticmethod
     def _end_shell(shell: _Shell) -> None:
-        """Kill a shell (its session) and wait for it, with a deadline; close our ends."""
-        # The session leader's group, and the interactive bash's own group.
-        for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signal.SIGKILL)
+        """Kill a shell (its session, and its pid namespace) and wait for it, with a deadline;
+        close our ends."""
+        deadline = time.monotonic() + _KILL_TIMEOUT_S
+        # The agent's PID 1 first, through a pidfd: the kernel then kills its whole pid
+        # namespace, whatever groups the agent moved its processes to (bash may join another
+        # group of its session), and its pidfd reads as ended once every process is gone.
+        init = _open_init(shell)
+        try:
+            if init is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(init, signal.SIGKILL)
+            if not _wait_readable(shell.exit_fd, 0):  # the leader's pid is not reused yet
+                # The session leader's group, and the interactive bash's own group.
+                for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(group, signal.SIGKILL)
+            if init is not None and not _wait_readable(init, max(0.0, deadline - time.monotonic())):
+                raise BackendTimeoutError("the agent's processes in the local sandbox did not exit after SIGKILL.")
+        finally:
+            if init is not None:
+                os.close(init)
         with contextlib.suppress(OSError):
             shell.stdin.close()
         try:
             # Its pidfd says when it has ended, whoever reaps it (we, or the spawner).
-            if not _wait_readable(shell.exit_fd, _KILL_TIMEOUT_S):
+            if not _wait_readable(shell.exit_fd, max(0.0, deadline - time.monotonic())):
                 raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.")
             if not isinstance(shell.proc, OneOff):  # ours to reap
                 with contextlib.suppress(subprocess.TimeoutExpired):

@@ -156,6 +156,12 @@ class OneOff:
         self.returncode = code
         return True
 
+    def dup_pidfd(self) -> int:
+        """A pidfd of the process (the spawner's own, duplicated: the spawner reaps it)."""
+        if self._pidfd is None:
+            raise OSError("no process: it did not run")
+        return os.dup(self._pidfd)
+
     def kill(self) -> None:
         """SIGKILL to its process group; without its host pid, through the spawner (our end
         of the channel shut: it kills the group and still reports the exit)."""

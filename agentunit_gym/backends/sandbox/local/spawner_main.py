@@ -3,7 +3,9 @@
 Started once per box (:mod:`.spawner` starts it, with ``python3 -I -S -B``), it starts each
 one-off command (``run()``, the file helpers) into the agent's namespaces, so a one-off
 costs one ``exec`` of the command itself instead of the five of the exec chain (the cgroup
-join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the box's own
+join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It starts the agent's
+shells too (a ``shell`` request: bubblewrap or ``unshare``, which make the agent's
+namespaces, exec'd without the chain's ``sh``, ``setpriv`` and ``nsenter``). It lives in the box's own
 pid and mount namespaces, which the agent's are children of: the agent cannot see it,
 signal it or reach its socket (an unnamed socket pair with the host). Its child for a
 command is in the agent's pid namespace from its fork to its exec (a few ms): the agent may
@@ -18,7 +20,11 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
 - the spawner says ``ready`` once it runs;
 - a request is one JSON message (``argv``, ``cwd``, ``env``, ``oom``, ``caps``, ``nproc``)
   with seven fds: a channel socket for this command alone, the output pipe, ``/dev/null``,
-  and the agent's mount, IPC and pid namespaces and root directory;
+  and the agent's mount, IPC and pid namespaces and root directory; or, for a shell
+  (``"kind": "shell"``, ``argv``, ``env``, ``oom``, ``nproc``), three: a channel, the
+  terminal, the pipe the shell reads its commands from (:func:`_become_shell`: forked into
+  the box's pid namespace, it execs the argv in a session of its own, the terminal its
+  controlling one, and outlives the spawner);
 - a child of the spawner, forked into the agent's pid namespace (the spawner's own stays
   the box's), enters the other namespaces, sets itself up as the command must run
   (root directory, workdir, OOM score, no capabilities but ``caps``, no new privileges,
@@ -47,7 +53,6 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
 
 import contextlib
 import ctypes
-import fcntl
 import gc
 import json
 import os
@@ -56,7 +61,6 @@ import selectors
 import signal
 import socket
 import sys
-import termios
 import time
 from typing import Any
 
@@ -124,15 +128,14 @@ def _become(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: in
 def _become_shell(req: dict[str, Any], fds: list[int], report: int) -> None:
     """In the child, for the agent's shell: in the box's own namespaces with all of root's
     capabilities there (the argv, bubblewrap or unshare, makes the agent's namespaces and
-    drops them), a session of its own whose controlling terminal is ``fds[1]`` (stdin, stdout
-    and stderr), the command pipe at :data:`SHELL_CONTROL_FD`. Returns only when it could not
-    run (said on ``report``)."""
+    drops them), a session of its own, the terminal ``fds[1]`` on stdin, stdout and stderr
+    (the agent's PID 1 makes it its controlling terminal: ``setsid --ctty``), the command
+    pipe at :data:`SHELL_CONTROL_FD`. Returns only when it could not run (said on ``report``)."""
     _, tty, control = fds
     if req.get("oom") is not None:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write(str(int(req["oom"])))
-    os.setsid()  # the parent never set our group: a group leader could not make a session
-    fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
+    os.setsid()  # our own group, out of the spawner's session (the parent never set our group: it could not)
     if req.get("nproc"):
         resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]), int(req["nproc"])))
     for sig in _DEFAULT_SIGNALS:
@@ -169,8 +172,9 @@ def _closed(channel: socket.socket) -> bool:
 class _Command:
     """One command the spawner forked: its child until the exec, then the command itself."""
 
-    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: int) -> None:
+    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: int, shell: bool = False) -> None:
         self.pid, self.pidfd, self.channel = pid, pidfd, channel
+        self.shell = shell  # an agent's shell: it outlives us, and its end takes its pid namespace's
         # (Annotations in a function body are never evaluated: `int | None` is fine on 3.9.)
         self.report: int | None = report  # the child's report pipe, until its exec closes it
         self.said = b""  # what the child wrote there: it did not run
@@ -293,7 +297,7 @@ class _Spawner:
             with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
                 os.setpgid(pid, pid)
         os.set_blocking(read_end, False)  # read as far as it goes, never waited on (_drain)
-        command = _Command(pid, -1, channel, read_end)
+        command = _Command(pid, -1, channel, read_end, shell)
         registered: list[int] = []
         try:
             command.pidfd = os.pidfd_open(pid)
@@ -369,8 +373,12 @@ class _Spawner:
             command.said += chunk
 
     def _given_up(self, command: _Command) -> None:
-        """The host closed the channel (it gave up): the command goes; its end is still said."""
+        """The host closed the channel (it gave up): the command goes; its end is still said.
+        A shell's child, the agent's PID 1, goes first (its pid namespace with it): the agent
+        may have moved it out of its group."""
         self.sel.unregister(command.channel)
+        if command.shell:
+            _kill_children(command.pid)
         if command.started:
             _kill_group(command.pid)
         else:
@@ -378,7 +386,11 @@ class _Spawner:
             _kill_group(command.pid)  # it may have exec'd already
 
     def _kill_all(self) -> None:
+        """The host closed our socket: every command goes, but the agent's shells, which the
+        host follows without us (and which end with their episode, or the box)."""
         for command in self.commands:
+            if command.shell and command.started:
+                continue
             _kill_group(command.pid)
             if command.report is not None:  # not exec'd yet, maybe not in its group yet: ours, unreaped
                 os.kill(command.pid, signal.SIGKILL)
@@ -392,6 +404,19 @@ def _close_all_but(keep: list[int]) -> None:
         if fd > 2 and fd not in keep:
             with contextlib.suppress(OSError):  # the listing's own fd, closed already
                 os.close(fd)
+
+
+def _kill_children(pid: int) -> None:
+    """SIGKILL to the children of ``pid`` (an agent shell's leader: its child is the agent's
+    PID 1, whose end takes the agent's pid namespace with it)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(child) for child in f.read().split()]
+    except (OSError, ValueError):
+        return
+    for child in children:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
 
 
 def _kill_group(pid: int) -> None:
