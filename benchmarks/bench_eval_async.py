@@ -37,16 +37,14 @@ jobs share): ``own_dev`` (``--compare-own-dev``), the agent's shell given a ``/d
 own on bubblewrap (the code of 2026-11-24 to 2026-11-26, before a reset in place put
 ``/dev/pts/ptmx`` back instead); ``exec_chain_before``, the one-off commands' exec chain
 before 2026-11-26 16:00 (``env --chdir`` per command where ``nsenter --wdns`` is now,
-``bwrap --help`` per agent shell); ``no_spawner``, one-off commands and the agent's
-shell through that exec chain instead of the box's spawner (``LocalSandbox(spawner=False)``);
-``shell_through_chain``, one-offs through the spawner, the agent's shell through the chain
-(the code before 2026-11-27).
+``bwrap --help`` per agent shell); ``no_spawner``, one-off commands through that exec chain
+instead of the box's spawner (``LocalSandbox(spawner=False)``).
 
 Usage (from the repo root)::
 
     python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
         [--concurrency 1,4,16,64,256] [--waves 16] [--target-waves 48] [--scale 1.0] [--json PATH]
-        [--compare own_dev|exec_chain_before|no_spawner|shell_through_chain] [--variant-first]
+        [--compare own_dev|exec_chain_before|no_spawner] [--variant-first]
 """
 
 from __future__ import annotations
@@ -246,26 +244,7 @@ def _no_spawner() -> Iterator[None]:
         cls.__init__ = real  # type: ignore[method-assign]
 
 
-@contextlib.contextmanager
-def _shell_through_chain() -> Iterator[None]:
-    """The agent's shell through the exec chain, one-offs through the spawner: the code before
-    the spawner started the shell too (2026-11-27)."""
-    from agentunit_gym.backends.sandbox.local.spawner import Spawner, SpawnerUnavailable
-
-    real = Spawner.shell
-
-    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
-        raise SpawnerUnavailable("shells through the chain (bench variant)", gone=False)
-
-    Spawner.shell = refuse  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        Spawner.shell = real  # type: ignore[method-assign]
-
-
-COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before, "no_spawner": _no_spawner,
-           "shell_through_chain": _shell_through_chain}
+COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before, "no_spawner": _no_spawner}
 """The variants ``--compare`` can run each point with, back to back with the code as it is."""
 
 
@@ -348,8 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="local: run each point also with the code of this variant, back to back: own_dev (the "
                              "agent's shell with a /dev of its own), exec_chain_before (env --chdir per one-off "
                              "command instead of nsenter --wdns, bwrap --help per shell), no_spawner (one-off "
-                             "commands and shells through the exec chain, not the box's spawner), "
-                             "shell_through_chain (only the agent's shell through the chain)")
+                             "commands through the exec chain, not the box's spawner)")
     parser.add_argument("--compare-own-dev", action="store_const", const="own_dev", dest="compare",
                         help="the same as --compare own_dev")
     parser.add_argument("--variant-first", action="store_true",

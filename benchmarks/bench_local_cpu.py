@@ -16,9 +16,8 @@ each against the way it was done before, in the same run:
   with the dirs in the system temp dir (``temp_dir=tempfile.gettempdir()``, on disk here);
   and in place with the agent's shell given a ``/dev`` of its own on bubblewrap
   (``in_place_own_dev``: bubblewrap's ``--dev /dev`` in every shell, as from 2026-11-24 to
-  2026-11-26, before a reset put ``/dev/pts/ptmx`` back instead); and in place with the
-  agent's shell started through the exec chain instead of the box's spawner
-  (``in_place_shell_through_chain``: the code before 2026-11-27).
+  2026-11-26, before a reset put ``/dev/pts/ptmx`` back instead; its shell no longer
+  answers, found on 0c1d646 on 2026-11-27: then recorded as an error).
   Reset also costs CPU outside this process (the kernel taking namespaces down in its
   workers), so reset is also measured as the whole machine's busy time (/proc/stat): run it
   on a quiet machine.
@@ -43,7 +42,6 @@ from timing import machine_busy_s, own_cpu_s, write_result
 from agentunit_gym.backends.sandbox import local
 from agentunit_gym.backends.sandbox.local import LocalSandbox, isolation
 from agentunit_gym.backends.sandbox.local import shell as shell_module
-from agentunit_gym.backends.sandbox.local.spawner import Spawner, SpawnerUnavailable
 from agentunit_gym.errors import BackendError, BackendTimeoutError
 
 
@@ -94,21 +92,13 @@ def _own_dev_argv() -> tuple[str, ...] | None:
     return (*argv[:at], "--dev", "/dev", *argv[at:])
 
 
-def _refuse_shells(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """``Spawner.shell`` for ``in_place_shell_through_chain``: the agent's shell through the chain."""
-    raise SpawnerUnavailable("shells through the chain (bench variant)", gone=False)
-
-
 def bench_reset(n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     real_argv = shell_module.bwrap_agent_argv
-    real_shell = Spawner.shell
     for label, temp_dir, replace in (("in_place", None, False), ("in_place_own_dev", None, False),
-                                     ("in_place_shell_through_chain", None, False),
                                      ("replacing_box", None, True),
                                      ("replacing_box_system_temp", tempfile.gettempdir(), True)):
         shell_module.bwrap_agent_argv = _own_dev_argv if label == "in_place_own_dev" else real_argv  # type: ignore[assignment]
-        Spawner.shell = _refuse_shells if label == "in_place_shell_through_chain" else real_shell  # type: ignore[method-assign]
         sb = LocalSandbox(temp_dir=temp_dir)
         try:
             sb.start()
@@ -131,9 +121,6 @@ def bench_reset(n: int) -> dict[str, Any]:
             assert sb.host_dir is not None
             out[f"{label}_dir"] = str(sb.host_dir.parent)
     shell_module.bwrap_agent_argv = real_argv  # type: ignore[assignment]
-    Spawner.shell = real_shell  # type: ignore[method-assign]
-    out["shell_through_chain_machine_ratio"] = (out["in_place_shell_through_chain_machine_ms"]
-                                                / out["in_place_machine_ms"])
     out["ratio"] = out["replacing_box_ms"] / out["in_place_ms"]
     if "in_place_own_dev_ms" in out:
         out["own_dev_ratio"] = out["in_place_own_dev_ms"] / out["in_place_ms"]

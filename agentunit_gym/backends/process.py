@@ -9,13 +9,12 @@ Four places start processes themselves, because they need a live process with pi
 terminal or a namespace for longer than one call, which a run-to-completion seam cannot
 give; each does so in one function, with its own deadlines:
 
-- the local sandbox's processes (its namespace holder, the box's spawner, and where the
-  spawner does not run, the agent's shell and one-off commands through the exec chain):
-  ``_BoxProcesses._spawn`` in :mod:`agentunit_gym.backends.sandbox.local.box`;
+- the local sandbox's processes (its namespace holder, the agent's shell, the box's
+  spawner, one-off commands through the exec chain): ``_BoxProcesses._spawn`` in
+  :mod:`agentunit_gym.backends.sandbox.local.box`;
 - the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
 - the local box's spawner (:mod:`agentunit_gym.backends.sandbox.local.spawner_main`), which
-  runs inside a box and forks a child per one-off command there, which execs it (``_become``),
-  and one per agent's shell, which execs bubblewrap or ``unshare`` (``_become_shell``);
+  runs inside a box and forks a child per one-off command there, which execs it (``_become``);
 - the OS image's supervisor (:mod:`agentunit_gym.images.os.supervisor`), which runs inside
   the container, not in the library's process.
 

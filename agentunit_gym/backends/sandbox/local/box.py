@@ -91,9 +91,8 @@ def _result(capture: Capture, exit_code: int | None, timed_out: bool, started: f
 
 @dataclass
 class _Shell:
-    proc: subprocess.Popen[bytes] | OneOff
-    """The session leader: ``nsenter`` (the exec chain started it), or bubblewrap or ``unshare``
-    (the box's spawner did: then it is the spawner's child, followed through the spawner)."""
+    proc: subprocess.Popen[bytes]
+    """The session leader we started: ``nsenter`` (the bash itself when unisolated)."""
     stdin: IO[bytes]
     fd: int
     """The terminal's master side: the commands' output and the sentinels."""
@@ -115,18 +114,18 @@ class _Shell:
     found: str | None = None
     """The nonce whose sentinel ``_read_sentinel`` saw last."""
     depth: int = 3
-    """How many processes :meth:`chain` has: 3 from ``nsenter``, 2 from the spawner, 1 when
+    """How many processes :meth:`chain` has: 3 (nsenter, bwrap or unshare, bash), or 1 when
     unisolated (the bash, no pid namespace)."""
 
     @property
     def sid(self) -> int:
-        """Host pid of the session leader (its session id, and its process group's)."""
-        assert self.proc.pid is not None  # a shell is made only once its process runs
+        """Host pid of the process we started (its process group's id; the session's, but in a
+        sandbox, where the agent's PID 1 leads a session of its own)."""
         return self.proc.pid
 
     def chain(self) -> list[int]:
-        """Host pids from the session leader down to the interactive bash: nsenter, bwrap (or
-        unshare), bash; without nsenter when the spawner started it."""
+        """Host pids from the process we started down to the interactive bash (nsenter, bwrap or
+        unshare, bash)."""
         found = [self.sid]
         while len(found) < self.depth:
             kids = _children(found[-1])
@@ -137,9 +136,7 @@ class _Shell:
 
 
 def _open_init(shell: _Shell) -> int | None:
-    """A pidfd of the agent's PID 1 below ``shell``'s leader (None: unisolated, or gone)."""
-    if _wait_readable(shell.exit_fd, 0):
-        return None  # the leader has ended: the pids below it may be another's by now
+    """A pidfd of the agent's PID 1 below ``shell``'s process (None: unisolated, or gone)."""
     chain = shell.chain()
     if len(chain) != shell.depth or shell.depth < 2:
         return None
@@ -414,7 +411,7 @@ class _BoxProcesses(Sandbox):
             return None
         if shell.init_pid is None:
             chain = shell.chain()
-            if len(chain) == shell.depth:  # [nsenter,] bwrap or unshare, its child: the shell
+            if len(chain) == shell.depth:  # nsenter, bwrap or unshare, its child: the shell
                 shell.init_pid = chain[-1]
         if shell.init_pid is not None and _proc_stat_fields(shell.init_pid) is None:
             return None
@@ -450,18 +447,18 @@ class _BoxProcesses(Sandbox):
         close our ends."""
         deadline = time.monotonic() + _KILL_TIMEOUT_S
         # The agent's PID 1 first, through a pidfd: the kernel then kills its whole pid
-        # namespace, whatever groups the agent moved its processes to (bash may join another
-        # group of its session), and its pidfd reads as ended once every process is gone.
+        # namespace, whatever groups its processes are in, and its pidfd reads as ended once
+        # every process of it is gone.
         init = _open_init(shell)
         try:
             if init is not None:
                 with contextlib.suppress(ProcessLookupError):
                     signal.pidfd_send_signal(init, signal.SIGKILL)
-            if not _wait_readable(shell.exit_fd, 0):  # the leader's pid is not reused yet
-                # The session leader's group, and the interactive bash's own group.
-                for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(group, signal.SIGKILL)
+            # The group of the process we started (ours: not reaped, its pid is its own), and
+            # the groups below it (the interactive bash's, unisolated).
+            for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGKILL)
             if init is not None and not _wait_readable(init, max(0.0, deadline - time.monotonic())):
                 raise BackendTimeoutError("the agent's processes in the local sandbox did not exit after SIGKILL.")
         finally:
@@ -470,15 +467,10 @@ class _BoxProcesses(Sandbox):
         with contextlib.suppress(OSError):
             shell.stdin.close()
         try:
-            # Its pidfd says when it has ended, whoever reaps it (we, or the spawner).
-            if not _wait_readable(shell.exit_fd, max(0.0, deadline - time.monotonic())):
-                raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.")
-            if not isinstance(shell.proc, OneOff):  # ours to reap
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    shell.proc.wait(timeout=_KILL_TIMEOUT_S)
+            shell.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired as exc:
+            raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.") from exc
         finally:
-            if isinstance(shell.proc, OneOff):
-                shell.proc.close()
             for fd in (shell.fd, shell.exit_fd):
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -552,24 +544,6 @@ class _BoxProcesses(Sandbox):
         except SpawnerUnavailable as exc:
             logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
 
-    def _spawner_limits(self) -> tuple[int | None, int | None]:
-        """(OOM score, process limit) the spawner sets in its child, as the chain would have:
-        the chain raises the OOM score in its cgroup join (without a cgroup, neither does the
-        spawner), and sets RLIMIT_NPROC where no pids cgroup counts the box's processes."""
-        nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
-            self._cgroup.controllers if self._cgroup is not None else ()) else None
-        oom = AGENT_OOM_SCORE_ADJ if self._cgroup is not None and self._cgroup.dirs else None
-        return oom, nproc
-
-    @staticmethod
-    def _drop_spawner(box: _Box, spawner: Spawner) -> None:
-        """The box's spawner was found gone: the box goes on without it (the exec chain)."""
-        with box.spawner_lock:
-            if box.spawner is spawner:
-                box.spawner = None
-                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                    spawner.close()
-
     def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
         """Start a one-off command in the agent's namespaces: through the box's spawner, else
         (no agent shell, no spawner in this box, or it refused) through the exec chain.
@@ -580,14 +554,21 @@ class _BoxProcesses(Sandbox):
         spawner = box.spawner
         init = self._agent_init(box) if spawner is not None else None
         if spawner is not None and init is not None:
-            oom, nproc = self._spawner_limits()
+            nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
+                self._cgroup.controllers if self._cgroup is not None else ()) else None
+            # The chain raises the OOM score in its cgroup join: without a cgroup, neither does this.
+            oom = AGENT_OOM_SCORE_ADJ if self._cgroup is not None and self._cgroup.dirs else None
             try:
                 return spawner.run(argv, agent_init=init, cwd=self.workdir, env=self._env, oom_score_adj=oom,
                                    nproc=nproc, deadline=deadline)
             except SpawnerUnavailable as exc:
                 logger.debug("local sandbox: a one-off goes through the exec chain: %s", exc)
                 if exc.gone:
-                    self._drop_spawner(box, spawner)
+                    with box.spawner_lock:
+                        if box.spawner is spawner:
+                            box.spawner = None
+                            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                                spawner.close()
         return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, in_sandbox=True)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import selectors
 import signal
@@ -46,11 +45,8 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _proc_stat_fields,
     _read_proc_stat,
     _scan_processes,
-    _wait_readable,
 )
-from agentunit_gym.backends.sandbox.local.spawner import OneOff, SpawnerUnavailable
-from agentunit_gym.backends.sandbox.local.spawner_main import SHELL_CONTROL_FD
-from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
+from agentunit_gym.errors import BackendTimeoutError, ConfigError
 from agentunit_gym.images.os.shell_protocol import (
     EXITED_NOTE,
     NESTED_KILLED_NOTE,
@@ -67,8 +63,6 @@ from agentunit_gym.images.os.shell_protocol import (
     settle,
     waiting_nonces,
 )
-
-logger = logging.getLogger("agentunit_gym")
 
 USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser and setpriv cannot switch to "
                     "another user here (only a sandbox started by root maps many); switching users needs the docker "
@@ -121,10 +115,7 @@ class _AgentShell(_Files):
             raise
         return shell
 
-    def _start_shell(self, box: _Box, *, spawner: bool = True) -> _Shell:
-        """Start the agent's shell: through the box's spawner where it has one (and ``spawner``),
-        else (or when the spawner did not start it cleanly) through the exec chain, on a
-        terminal and a command pipe of its own (a half-started shell may hold the others)."""
+    def _start_shell(self, box: _Box) -> _Shell:
         if self.mechanism == "none":
             os.makedirs(self._workdir_in(box), exist_ok=True)
         master, slave = os.openpty()
@@ -135,10 +126,31 @@ class _AgentShell(_Files):
             attrs[1] &= ~termios.OPOST  # no "\n" -> "\r\n": output bytes arrive as written
             attrs[3] &= ~(termios.ECHO | termios.ICANON)
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
+            shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
+                     self._workdir_in(box), self._jobs_file(box), str(control_read)]
             # The terminal is the interactive bash's controlling terminal, so it gets real job
-            # control (and reports like the docker shell).
-            proc = self._shell_process(box, slave, slave_name, control_read, spawner=spawner)
-            exit_fd = self._shell_pidfd(proc) if proc is not None else -1
+            # control (and reports like the docker shell): unisolated, from the start (_spawn's
+            # `tty`); in a sandbox the agent's PID 1 takes it (`setsid --ctty`, below).
+            if self.mechanism != "none":
+                # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
+                # sees its shell and what it starts (and run()'s commands, which join it), not
+                # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
+                # IPC namespaces are its own too, so what it leaves there ends with it. It leads
+                # its own session (as docker's PID 1 bash does; nothing outside claims the
+                # terminal): a session leader cannot move to another process group, and a PID 1
+                # in a group of another pid of its namespace never finishes dying (the kernel
+                # waits for that pid, which the dying PID 1 itself holds): its box would stay
+                # on the host, unkillable.
+                shell = [tool_path("setsid", "/usr/bin/setsid"), "--ctty", *shell]
+                inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
+                if inside is not None:
+                    shell = [*inside, *shell]
+                else:
+                    shell = [tool_path("unshare", "/usr/bin/unshare"), "--pid", "--fork", "--mount-proc", "--ipc",
+                             "--kill-child", "--", "/bin/sh", "-c", _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
+            proc = self._spawn(self._enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave, stderr=slave,
+                               in_sandbox=True, pass_fds=(control_read,),
+                               tty=slave_name if self.mechanism == "none" else None)
         except BaseException:
             os.close(master)
             os.close(control_write)
@@ -146,90 +158,9 @@ class _AgentShell(_Files):
         finally:
             os.close(slave)
             os.close(control_read)
-        if proc is None:  # the spawner did not start it cleanly: the chain, on a new terminal and pipe
-            os.close(master)
-            os.close(control_write)
-            return self._start_shell(box, spawner=False)
         os.set_blocking(master, False)
-        assert proc.pid is not None
-        sid = proc.pid
-        depth = 2 if isinstance(proc, OneOff) else 3 if self.mechanism != "none" else 1
-        return _Shell(proc, os.fdopen(control_write, "wb"), master, exit_fd, slave=slave_name,
-                      levels=[Level(sid, "driver")], depth=depth)
-
-    @staticmethod
-    def _shell_pidfd(proc: subprocess.Popen[bytes] | OneOff) -> int:
-        """A pidfd of the shell's process: the spawner's own where it started it (the spawner
-        reaps it: a pid opened now could be another's), else one of our child's. A shell whose
-        pidfd cannot be had is killed."""
-        try:
-            return proc.dup_pidfd() if isinstance(proc, OneOff) else os.pidfd_open(proc.pid)
-        except OSError as exc:
-            proc.kill()
-            if isinstance(proc, OneOff):
-                proc.close()
-            raise BackendError(f"the local sandbox's shell ended as it started: {exc}") from exc
-
-    def _shell_process(self, box: _Box, slave: int, slave_name: str, control_read: int, *,
-                       spawner: bool) -> subprocess.Popen[bytes] | OneOff | None:
-        """Start the agent's shell on the terminal ``slave``, reading commands from ``control_read``:
-        through the box's spawner where it has one and ``spawner`` (no ``sh``, ``setpriv`` or
-        ``nsenter`` in front of it), else through the exec chain. None: the spawner took the
-        request but did not start the shell cleanly (what it started may hold the terminal)."""
-        box_spawner = box.spawner if self.mechanism != "none" and spawner else None
-
-        def argv(control: str, *, die_with_parent: bool = True) -> list[str]:
-            """The shell's argv, ``control`` the fd number its command pipe is at."""
-            shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
-                     self._workdir_in(box), self._jobs_file(box), control]
-            if self.mechanism == "none":
-                return shell
-            # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
-            # sees its shell and what it starts (and run()'s commands, which join it), not
-            # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
-            # IPC namespaces are its own too, so what it leaves there ends with it. It leads
-            # its own session, the terminal its controlling one (``setsid --ctty``; nothing
-            # outside claims the terminal), as docker's PID 1 bash does: a session leader
-            # cannot move to another process group, and a PID 1 in a group of another pid of
-            # its namespace never finishes dying (the kernel waits for that pid, which the
-            # dying PID 1 itself holds): the agent could leave unkillable processes.
-            shell = [tool_path("setsid", "/usr/bin/setsid"), "--ctty", *shell]
-            inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
-            if inside is not None:
-                return [*(arg for arg in inside if die_with_parent or arg != "--die-with-parent"), *shell]
-            return [tool_path("unshare", "/usr/bin/unshare"), "--pid", "--fork", "--mount-proc", "--ipc",
-                    "--kill-child", "--", "/bin/sh", "-c", _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
-
-        if box_spawner is not None:
-            oom, nproc = self._spawner_limits()
-            try:
-                # It outlives the spawner, should that be killed (a one-off's child of the spawner
-                # does not): the spawner is not the agent's, and its end must not end the episode.
-                proc = box_spawner.shell(argv(str(SHELL_CONTROL_FD), die_with_parent=False), tty=slave,
-                                     control=control_read, env=self._env, oom_score_adj=oom, nproc=nproc,
-                                     deadline=time.monotonic() + _START_TIMEOUT_S)
-            except SpawnerUnavailable as exc:
-                logger.debug("local sandbox: the agent's shell starts through the exec chain: %s", exc)
-                if exc.gone:
-                    self._drop_spawner(box, box_spawner)
-                return None  # a child that gave up may have got the terminal first: new ones
-            except subprocess.TimeoutExpired as exc:
-                raise BackendTimeoutError(f"the local sandbox's shell did not start within {_START_TIMEOUT_S:g} s."
-                                          ) from exc
-            else:
-                if proc.pid is not None and proc.returncode is None:
-                    return proc
-                # It could not run, or ran and was killed, or is followed by no one: it goes
-                # (as far as we can reach it), and the chain starts one on a new terminal.
-                logger.debug("local sandbox: the spawner did not start the agent's shell (%s)", proc.returncode)
-                proc.kill()
-                proc.close()
-                return None
-        # Unisolated, the terminal is the session's controlling one from the start (_spawn's
-        # `tty`); in a sandbox the agent's PID 1 takes it (`setsid --ctty`, above).
-        return self._spawn(self._enter_argv(box, argv(str(control_read)), new_shell=True), stdin=slave, stdout=slave,
-                           stderr=slave, in_sandbox=True, pass_fds=(control_read,),
-                           tty=slave_name if self.mechanism == "none" else None)
+        return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name,
+                      levels=[Level(proc.pid, "driver")], depth=3 if self.mechanism != "none" else 1)
 
     # ------------------------------------------------------------------ the agent's shell
 
@@ -622,11 +553,6 @@ class _AgentShell(_Files):
             code: int | None = shell.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             code = None
-            if _wait_readable(shell.exit_fd, 0):  # it ended; the spawner (slowed by a CPU limit?) has not said how
-                try:
-                    code = shell.proc.wait(timeout=_KILL_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    code = -9
         if code is not None and self._box_alive(box):
             # The agent ended its shell (``exit 3``, ``exec true``): report its status and give it
             # a new one, as the docker sandbox does (the interactive bash already printed "exit").

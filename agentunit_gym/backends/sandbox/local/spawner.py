@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
 
@@ -93,12 +93,11 @@ def _host_pid(pidfd: int) -> int:
     raise OSError("no live process behind the pidfd the spawner sent")
 
 
-def _ended(pidfd: int, timeout: float = 0.0) -> bool:
-    """Whether the process behind ``pidfd`` has ended (a pidfd reads ready then), waiting up
-    to ``timeout``."""
+def _ended(pidfd: int) -> bool:
+    """Whether the process behind ``pidfd`` has ended (a pidfd reads ready then)."""
     with selectors.DefaultSelector() as sel:
         sel.register(pidfd, selectors.EVENT_READ)
-        return bool(sel.select(timeout))
+        return bool(sel.select(0))
 
 
 class OneOff:
@@ -106,15 +105,12 @@ class OneOff:
     ``pid`` (also its process group, on the host; None when it never ran), ``stdout``,
     ``poll()``, ``wait()``."""
 
-    def __init__(self, pid: int | None, stdout: IO[bytes] | None, channel: socket.socket, pidfd: int | None,
-                 returncode: int | None = None, *, outlives_spawner: bool = False) -> None:
+    def __init__(self, pid: int | None, stdout: IO[bytes], channel: socket.socket, pidfd: int | None,
+                 returncode: int | None = None) -> None:
         self.pid = pid
         self.stdout = stdout
         self.returncode = returncode
         self._channel, self._pidfd = channel, pidfd
-        self._outlives = outlives_spawner
-        """The agent's shell: it goes on when the spawner dies (followed through its pidfd then)."""
-        self._orphaned = False
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -129,12 +125,6 @@ class OneOff:
         return self.returncode
 
     def _read(self, deadline: float) -> bool:
-        if self._orphaned:  # the spawner is gone; its pidfd says when it ends (its status is the box's init's)
-            assert self._pidfd is not None
-            if not _ended(self._pidfd, max(0.0, deadline - time.monotonic())):
-                return False
-            self.returncode = -9
-            return True
         try:
             got = _recv(self._channel, deadline)
         except OSError:
@@ -145,22 +135,12 @@ class OneOff:
         if code is None:
             # The spawner died before it could say (killed), or said nonsense: the command
             # is no longer followed by anyone but us, so it goes (while its pidfd says it
-            # runs: its pid is its own then), and reads as a kill would; the agent's shell
-            # goes on, followed through its pidfd.
+            # runs: its pid is its own then), and reads as a kill would.
             if self._pidfd is not None and not _ended(self._pidfd):
-                if self._outlives:
-                    self._orphaned = True
-                    return self._read(deadline)
                 self.kill()
             code = -9
         self.returncode = code
         return True
-
-    def dup_pidfd(self) -> int:
-        """A pidfd of the process (the spawner's own, duplicated: the spawner reaps it)."""
-        if self._pidfd is None:
-            raise OSError("no process: it did not run")
-        return os.dup(self._pidfd)
 
     def kill(self) -> None:
         """SIGKILL to its process group; without its host pid, through the spawner (our end
@@ -217,69 +197,41 @@ class Spawner:
             subprocess.TimeoutExpired: it did not start by ``deadline`` (if it does later, it
                 is killed at once: the spawner sees our end closed).
         """
+        names = ("mnt", "ipc", "pid")
         opened: list[int] = []
         read_end, write_end = os.pipe()
-        stdout = os.fdopen(read_end, "rb", buffering=0)
-        try:
-            try:
-                opened += [os.open(f"/proc/{agent_init}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
-                           for name in ("mnt", "ipc", "pid")]
-                opened.append(os.open(f"/proc/{agent_init}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-                opened.insert(0, os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
-            except OSError as exc:
-                raise SpawnerUnavailable(f"the agent's namespaces: {exc}", gone=False) from exc
-            request = {"argv": list(argv), "cwd": cwd, "env": env, "oom": oom_score_adj, "caps": _AGENT_CAPS,
-                       "nproc": nproc}
-            return self._start(request, [write_end, *opened], stdout, deadline)
-        except BaseException:
-            stdout.close()
-            raise
-        finally:
-            for fd in (write_end, *opened):
-                os.close(fd)
-
-    def shell(self, argv: Sequence[str], *, tty: int, control: int, env: dict[str, str], oom_score_adj: int | None,
-              nproc: int | None, deadline: float) -> OneOff:
-        """Start the agent's shell: ``argv`` (bubblewrap or unshare, which make the agent's
-        namespaces) in the box's own namespaces, in a session of its own whose controlling
-        terminal is ``tty`` (also its stdin, stdout and stderr), with ``control`` at fd
-        :data:`~.spawner_main.SHELL_CONTROL_FD`. What the exec chain's ``sh`` wrapper,
-        ``setpriv`` and ``nsenter`` did is done by the spawner's child (its process is in the
-        box's namespaces and cgroup already, as the host's unprivileged uid).
-
-        Raises:
-            SpawnerUnavailable: nothing was started (``gone`` if the spawner is gone too).
-            subprocess.TimeoutExpired: it did not start by ``deadline`` (killed if it does later).
-        """
-        request = {"kind": "shell", "argv": list(argv), "env": env, "oom": oom_score_adj, "nproc": nproc}
-        return self._start(request, [tty, control], None, deadline)
-
-    def _start(self, request: dict[str, Any], fds: list[int], stdout: IO[bytes] | None,
-               deadline: float) -> OneOff:
-        """Send ``request`` with a channel of its own and ``fds``, and follow it until started."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = False
         try:
             try:
-                sent = _send(self._sock, json.dumps(request).encode(), [theirs.fileno(), *fds], deadline)
+                opened += [os.open(f"/proc/{agent_init}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in names]
+                opened.append(os.open(f"/proc/{agent_init}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+                opened.insert(0, os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+            except OSError as exc:
+                raise SpawnerUnavailable(f"the agent's namespaces: {exc}", gone=False) from exc
+            request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env, "oom": oom_score_adj,
+                                  "caps": _AGENT_CAPS, "nproc": nproc}).encode()
+            try:
+                sent = _send(self._sock, request, [theirs.fileno(), write_end, *opened], deadline)
             except OSError as exc:
                 raise SpawnerUnavailable(f"it is gone: {exc}", gone=True) from exc
             if not sent:  # it takes no requests (stopped, or starved by the box's CPU limit)
                 raise SpawnerUnavailable("it took no request before the deadline", gone=True)
             theirs.close()
-            what = list(request["argv"])
+            os.close(write_end)
+            write_end = -1
             got = _recv(ours, deadline, fds=1)
             forked = got is not None and got[0] == b"forking"  # from here on it may have run
             if forked:
                 got = _recv(ours, deadline, fds=1)
             if got is None:  # out of time; closing the channel kills it if it starts after all
-                raise subprocess.TimeoutExpired(what, 0.0)
+                raise subprocess.TimeoutExpired(list(argv), 0.0)
             done = _exit_code(got[0], b"done")
             if done is not None:  # it could not run (its workdir is gone): its message is the output
                 for fd in got[1]:
                     os.close(fd)
                 started = True
-                return OneOff(None, stdout, ours, None, returncode=done)
+                return OneOff(None, os.fdopen(read_end, "rb", buffering=0), ours, None, returncode=done)
             if got[0].startswith(b"error "):  # said only when nothing ran: the chain may run it
                 for fd in got[1]:
                     os.close(fd)
@@ -293,18 +245,23 @@ class Spawner:
                 # It died after its fork (or said nonsense): the command may have run, so it
                 # is never run again; it reads as killed.
                 started = True
-                return OneOff(None, stdout, ours, None, returncode=-9)
+                return OneOff(None, os.fdopen(read_end, "rb", buffering=0), ours, None, returncode=-9)
             pidfd = got[1][0]
             try:
                 pid: int | None = _host_pid(pidfd)
             except (OSError, ValueError):
                 pid = None  # it runs: followed, and killed, through the channel alone (OneOff.kill)
             started = True
-            return OneOff(pid, stdout, ours, pidfd, outlives_spawner=request.get("kind") == "shell")
+            return OneOff(pid, os.fdopen(read_end, "rb", buffering=0), ours, pidfd)
         finally:
-            theirs.close()
+            for fd in opened:
+                os.close(fd)
+            if write_end >= 0:
+                os.close(write_end)
             if not started:
+                os.close(read_end)
                 ours.close()
+                theirs.close()
 
     def close(self) -> None:
         """Close our end (the spawner then exits) and reap its process (its box going down kills it)."""

@@ -3,9 +3,7 @@
 Started once per box (:mod:`.spawner` starts it, with ``python3 -I -S -B``), it starts each
 one-off command (``run()``, the file helpers) into the agent's namespaces, so a one-off
 costs one ``exec`` of the command itself instead of the five of the exec chain (the cgroup
-join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It starts the agent's
-shells too (a ``shell`` request: bubblewrap or ``unshare``, which make the agent's
-namespaces, exec'd without the chain's ``sh``, ``setpriv`` and ``nsenter``). It lives in the box's own
+join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the box's own
 pid and mount namespaces, which the agent's are children of: the agent cannot see it,
 signal it or reach its socket (an unnamed socket pair with the host). Its child for a
 command is in the agent's pid namespace from its fork to its exec (a few ms): the agent may
@@ -20,11 +18,7 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
 - the spawner says ``ready`` once it runs;
 - a request is one JSON message (``argv``, ``cwd``, ``env``, ``oom``, ``caps``, ``nproc``)
   with seven fds: a channel socket for this command alone, the output pipe, ``/dev/null``,
-  and the agent's mount, IPC and pid namespaces and root directory; or, for a shell
-  (``"kind": "shell"``, ``argv``, ``env``, ``oom``, ``nproc``), three: a channel, the
-  terminal, the pipe the shell reads its commands from (:func:`_become_shell`: forked into
-  the box's pid namespace, it execs the argv in a session of its own, the terminal its
-  controlling one, and outlives the spawner);
+  and the agent's mount, IPC and pid namespaces and root directory;
 - a child of the spawner, forked into the agent's pid namespace (the spawner's own stays
   the box's), enters the other namespaces, sets itself up as the command must run
   (root directory, workdir, OOM score, no capabilities but ``caps``, no new privileges,
@@ -67,11 +61,7 @@ from typing import Any
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 FDS = 7
-"""The fds of a command's request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
-SHELL_FDS = 3
-"""The fds of a shell's request: channel, the terminal, the pipe the shell reads commands from."""
-SHELL_CONTROL_FD = 3
-"""The fd number the shell finds its command pipe at."""
+"""The fds of a request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
 REPORT_TIMEOUT_S = 10.0
 """How long a child may take to exec the command (it enters, sets up, execs: a few ms; the
@@ -125,33 +115,6 @@ def _become(req: dict[str, Any], fds: list[int], libc: ctypes.CDLL, last_cap: in
         os.write(report, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
 
 
-def _become_shell(req: dict[str, Any], fds: list[int], report: int) -> None:
-    """In the child, for the agent's shell: in the box's own namespaces with all of root's
-    capabilities there (the argv, bubblewrap or unshare, makes the agent's namespaces and
-    drops them), a session of its own, the terminal ``fds[1]`` on stdin, stdout and stderr
-    (the agent's PID 1 makes it its controlling terminal: ``setsid --ctty``), the command
-    pipe at :data:`SHELL_CONTROL_FD`. Returns only when it could not run (said on ``report``)."""
-    _, tty, control = fds
-    if req.get("oom") is not None:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(int(req["oom"])))
-    os.setsid()  # our own group, out of the spawner's session (the parent never set our group: it could not)
-    if req.get("nproc"):
-        resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]), int(req["nproc"])))
-    for sig in _DEFAULT_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    for fd in (0, 1, 2):
-        os.dup2(tty, fd)
-    os.dup2(control, SHELL_CONTROL_FD)
-    os.set_inheritable(SHELL_CONTROL_FD, True)  # dup2 onto itself keeps close-on-exec
-    argv = req["argv"]
-    try:
-        os.execvpe(argv[0], argv, req["env"])
-    except OSError as exc:
-        os.write(2, f"{argv[0]}: {exc.strerror}\n".encode(errors="replace"))
-        os.write(report, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
-
-
 def _send(channel: socket.socket, message: bytes, fds: tuple[int, ...] = ()) -> None:
     try:
         socket.send_fds(channel, [message], list(fds)) if fds else channel.send(message)
@@ -172,9 +135,8 @@ def _closed(channel: socket.socket) -> bool:
 class _Command:
     """One command the spawner forked: its child until the exec, then the command itself."""
 
-    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: int, shell: bool = False) -> None:
+    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: int) -> None:
         self.pid, self.pidfd, self.channel = pid, pidfd, channel
-        self.shell = shell  # an agent's shell: it outlives us, and its end takes its pid namespace's
         # (Annotations in a function body are never evaluated: `int | None` is fine on 3.9.)
         self.report: int | None = report  # the child's report pipe, until its exec closes it
         self.said = b""  # what the child wrote there: it did not run
@@ -193,8 +155,6 @@ class _Spawner:
         self.libc = ctypes.CDLL(None, use_errno=True)
         with open("/proc/sys/kernel/cap_last_cap") as f:
             self.last_cap = int(f.read())
-        # Our own pid namespace (the box's), for the children that start the agent's shells.
-        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         self.sel = selectors.DefaultSelector()
         self.sel.register(sock, selectors.EVENT_READ, ("request", None))
         self.commands: set[_Command] = set()
@@ -242,7 +202,7 @@ class _Spawner:
         for fd in fds:
             os.set_inheritable(fd, False)
         try:
-            if len(fds) in (FDS, SHELL_FDS):
+            if len(fds) == FDS:
                 self._start(msg, fds)
             elif fds:
                 with socket.socket(fileno=os.dup(fds[0])) as channel:
@@ -259,12 +219,8 @@ class _Spawner:
             return
         try:
             req = json.loads(msg)
-            shell = req.get("kind") == "shell"
-            if len(fds) != (SHELL_FDS if shell else FDS):
-                raise ValueError(f"{len(fds)} fds for a {'shell' if shell else 'command'}")
-            # The pid namespace of our children (not ours): a command's child is forked into
-            # the agent's, a shell's into the box's (its argv makes the agent's).
-            _check(self.libc.setns(self.own_pid_ns if shell else fds[5], CLONE_NEWPID), self.libc, "setns pid")
+            # The pid namespace of our children (not ours): the child is forked into the agent's.
+            _check(self.libc.setns(fds[5], CLONE_NEWPID), self.libc, "setns pid")
             read_end, write_end = os.pipe()
         except Exception as exc:  # noqa: BLE001 - a bad request: said, nothing started
             _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
@@ -282,10 +238,7 @@ class _Spawner:
         if pid == 0:
             try:
                 _close_all_but([*fds[1:], write_end])  # nothing of ours lives on in it: not our socket
-                if shell:
-                    _become_shell(req, fds, write_end)
-                else:
-                    _become(req, fds, self.libc, self.last_cap, write_end)
+                _become(req, fds, self.libc, self.last_cap, write_end)
             except BaseException as exc:  # noqa: BLE001 - any failure goes to the host, which runs it another way
                 try:
                     os.write(write_end, b"error " + repr(exc).encode(errors="replace")[:4000])
@@ -293,11 +246,10 @@ class _Spawner:
                     pass
             os._exit(0)
         os.close(write_end)
-        if not shell:  # a shell's child makes a session (and group) of its own: it must not lead one first
-            with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
-                os.setpgid(pid, pid)
+        with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
+            os.setpgid(pid, pid)
         os.set_blocking(read_end, False)  # read as far as it goes, never waited on (_drain)
-        command = _Command(pid, -1, channel, read_end, shell)
+        command = _Command(pid, -1, channel, read_end)
         registered: list[int] = []
         try:
             command.pidfd = os.pidfd_open(pid)
@@ -373,12 +325,8 @@ class _Spawner:
             command.said += chunk
 
     def _given_up(self, command: _Command) -> None:
-        """The host closed the channel (it gave up): the command goes; its end is still said.
-        A shell's child, the agent's PID 1, goes first (its pid namespace with it): the agent
-        may have moved it out of its group."""
+        """The host closed the channel (it gave up): the command goes; its end is still said."""
         self.sel.unregister(command.channel)
-        if command.shell:
-            _kill_children(command.pid)
         if command.started:
             _kill_group(command.pid)
         else:
@@ -386,11 +334,7 @@ class _Spawner:
             _kill_group(command.pid)  # it may have exec'd already
 
     def _kill_all(self) -> None:
-        """The host closed our socket: every command goes, but the agent's shells, which the
-        host follows without us (and which end with their episode, or the box)."""
         for command in self.commands:
-            if command.shell and command.started:
-                continue
             _kill_group(command.pid)
             if command.report is not None:  # not exec'd yet, maybe not in its group yet: ours, unreaped
                 os.kill(command.pid, signal.SIGKILL)
@@ -404,19 +348,6 @@ def _close_all_but(keep: list[int]) -> None:
         if fd > 2 and fd not in keep:
             with contextlib.suppress(OSError):  # the listing's own fd, closed already
                 os.close(fd)
-
-
-def _kill_children(pid: int) -> None:
-    """SIGKILL to the children of ``pid`` (an agent shell's leader: its child is the agent's
-    PID 1, whose end takes the agent's pid namespace with it)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            children = [int(child) for child in f.read().split()]
-    except (OSError, ValueError):
-        return
-    for child in children:
-        with contextlib.suppress(OSError):
-            os.kill(child, signal.SIGKILL)
 
 
 def _kill_group(pid: int) -> None:
