@@ -304,14 +304,25 @@ def test_the_agents_pid_1_leads_its_session_and_cannot_leave_its_group(pair: tup
     # docker's PID 1 bash is) it cannot move.
     for sb in pair:
         assert sb.shell("ps -o pid=,pgid=,sid= -p $$").output.split() == ["1", "1", "1"]
-        assert sb.shell("sleep 1001 & export J=$!; echo started").output.endswith("started\n")
+        assert sb.shell("sleep 7301 & export J=$!; echo started").output.endswith("started\n")
         result = sb.shell("exec python3 -c 'import os, time; os.setpgid(0, int(os.environ[\"J\"])); "
-                          "time.sleep(1002)'", timeout=5)
+                          "time.sleep(7302)'", timeout=5)
         assert "PermissionError" in result.output and result.output.endswith(EXITED_NOTE), result
         deadline = time.monotonic() + 5
-        while (_host_pids_with("sleep 1001") or _host_pids_with("time.sleep(1002)")) and time.monotonic() < deadline:
+        while (_host_pids_with("sleep 7301") or _host_pids_with("time.sleep(7302)")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _host_pids_with("sleep 1001") and not _host_pids_with("time.sleep(1002)")
+        assert not _host_pids_with("sleep 7301") and not _host_pids_with("time.sleep(7302)")
         assert sb.shell("echo on; ps -o sid= -p $$").output.split() == ["on", "1"]
         sb.reset()
         assert sb.shell("echo next").output == "next\n"
+
+
+def test_a_stuck_shell_replaced_takes_its_whole_pid_namespace(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    # A shell stuck in a loop of builtins is replaced: its PID 1 is killed through a pidfd,
+    # and nothing of its namespace (an earlier job the timeout spared) is left on the host.
+    for sb in pair:
+        assert sb.shell("sleep 7303 & echo started").output.endswith("started\n")
+        result = sb.shell("while :; do :; done", timeout=1)
+        assert result.timed_out and "a new shell was started" in result.output, result
+        assert not _host_pids_with("sleep 7303")
+        assert sb.shell("echo on; ps -o sid= -p $$").output.split() == ["on", "1"]

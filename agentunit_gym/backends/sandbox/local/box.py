@@ -79,6 +79,8 @@ _KILL_TIMEOUT_S = 5.0
 # stuck in a loop of its own (``while :; do sleep 1; done``) and start a new one.
 _KILL_ROUNDS_S = 0.5
 _SHELL_GRACE_S = 1.0
+_SHELL_END_GRACE_S = 0.5
+"""How long the processes above a killed agent's PID 1 get to end by themselves."""
 _CHUNK = 1 << 16
 
 
@@ -443,37 +445,44 @@ class _BoxProcesses(Sandbox):
 
     @staticmethod
     def _end_shell(shell: _Shell) -> None:
-        """Kill a shell (its session, and its pid namespace) and wait for it, with a deadline;
-        close our ends."""
+        """Kill a shell (its pid namespace, then what we started) and wait for it, with a
+        deadline; close our ends."""
         deadline = time.monotonic() + _KILL_TIMEOUT_S
+        failure: str | None = None
         # The agent's PID 1 first, through a pidfd: the kernel then kills its whole pid
         # namespace, whatever groups its processes are in, and its pidfd reads as ended once
-        # every process of it is gone.
+        # every process of it is gone. Then the processes above it end by themselves, each
+        # reaping the next (killing them first would leave PID 1 to the box's init to reap).
         init = _open_init(shell)
-        try:
-            if init is not None:
+        if init is not None:
+            try:
                 with contextlib.suppress(ProcessLookupError):
                     signal.pidfd_send_signal(init, signal.SIGKILL)
-            # The group of the process we started (ours: not reaped, its pid is its own), and
-            # the groups below it (the interactive bash's, unisolated).
-            for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(group, signal.SIGKILL)
-            if init is not None and not _wait_readable(init, max(0.0, deadline - time.monotonic())):
-                raise BackendTimeoutError("the agent's processes in the local sandbox did not exit after SIGKILL.")
-        finally:
-            if init is not None:
+                if not _wait_readable(init, max(0.0, deadline - time.monotonic())):
+                    failure = "the agent's processes in the local sandbox did not exit after SIGKILL."
+            finally:
                 os.close(init)
         with contextlib.suppress(OSError):
             shell.stdin.close()
         try:
-            shell.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired as exc:
-            raise BackendTimeoutError("the local sandbox's shell did not exit after SIGKILL.") from exc
+            if failure is None and init is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    shell.proc.wait(timeout=min(_SHELL_END_GRACE_S, max(0.0, deadline - time.monotonic())))
+            if shell.proc.poll() is None:
+                # The group of the process we started (ours, not reaped: its pid is its own), and
+                # the groups below it (bwrap's or unshare's; unisolated, the bash's jobs).
+                for group in (shell.sid, *(int(pid) for pid in _children(shell.sid))):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(group, signal.SIGKILL)
+                shell.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            failure = failure or "the local sandbox's shell did not exit after SIGKILL."
         finally:
             for fd in (shell.fd, shell.exit_fd):
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if failure is not None:
+            raise BackendTimeoutError(failure)
 
     def _stop_box(self, box: _Box) -> None:
         """Kill the box's shell and every process of its namespaces, and wait for them (with a deadline)."""

@@ -73,7 +73,8 @@ class BoxInfo:
     """Host pid of the agent's shell, PID 1 of the agent's own pid namespace; None while the
     box has no agent's shell (or unisolated)."""
     shell_pid: int | None
-    """Host pid of the process that leads the agent's shell's session (the one we started)."""
+    """Host pid of the process we started for the agent's shell (``nsenter``; unisolated, the
+    bash). In a sandbox the agent's PID 1 (``agent_pid``) leads the shell's session."""
     next_shell_pid: int | None
     """The same for the next episode's shell, started in the background; None when there is
     none, or it is not up yet (:meth:`LocalSandbox.box_info`'s ``wait_s``)."""

@@ -37,7 +37,6 @@ from agentunit_gym.backends.sandbox.local.isolation import (
     tool_path,
 )
 from agentunit_gym.backends.sandbox.local.procfs import (
-    _children,
     _children_ints,
     _inner_pid,
     _ns_pgid,
@@ -316,8 +315,10 @@ class _AgentShell(_Files):
         except OSError:
             return 0
         shell_group = box.shell.sid if box.shell is not None else -1
-        # Never a group of ours: the driver's, the ones below it, a nested shell's (it leads one).
-        spared_groups = {shell_group, *_children_ints(shell_group),
+        # Never a group of ours: nsenter's, the ones below it, the agent's PID 1's (the
+        # driver's bash: a command substitution forks in its group), a nested shell's (it
+        # leads one). What is in those groups is killed one by one.
+        spared_groups = {shell_group, *_children_ints(shell_group), self._agent_init(box) or -1,
                          *(level.pid for level in (box.shell.levels if box.shell is not None else ()))}
         killed: set[int] = set()
         end = time.monotonic() + _KILL_TIMEOUT_S
@@ -568,11 +569,13 @@ class _AgentShell(_Files):
         earlier job: one the shell listed before the command (its jobs file), or one whose
         leader was already running then (``before``: the agent's pids as the command was sent;
         under load the command may time out before the shell has even written its jobs file)."""
-        # The agent's PID 1, its bash, leads the session (unisolated: the bash we started).
+        # The agent's PID 1, its bash, leads the session (unisolated: the bash we started;
+        # none: the shell is gone, and its pid namespace with it).
         sid = (self._agent_init(box) or -1) if self.mechanism != "none" else shell.sid
         # The interactive bash leads a process group of its own, and so do the processes
-        # above it (nsenter, bwrap, unshare): spare them too.
-        spared = {sid, shell.sid, *(int(pid) for pid in _children(shell.sid)), *shell.chain()}
+        # above it (nsenter, bwrap or unshare): spare them too (unisolated, the bash only:
+        # its children are the jobs).
+        spared = {sid, *shell.chain()}
         earlier: set[int] = set()
         jobs_file = self._jobs_file(box)
         jobs_host = Path(jobs_file) if self.mechanism == "none" else box.map_writable(jobs_file)
