@@ -54,18 +54,26 @@ class RayNode:
             self.process.wait(timeout=30)
 
 
-def _ports(head: bool) -> list[str]:
+def _ports(head: bool, taken: list[int]) -> list[str]:
+    """Free ports for every Ray component of a node, and a range of 200 for its workers that
+    holds none of them, nor ``taken`` (ports the caller gives it: the head's ``--port``)."""
     ports = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
              "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"]
     if head:
         ports += ["--ray-client-server-port", "--dashboard-port"]
     args: list[str] = []
+    chosen: list[int] = list(taken)
     for flag in ports:
-        args += [flag, str(free_port())]
-    low = free_port()
-    if low > 65000:
-        low -= 1000  # keep the range of 200 below 65535 (Ray skips ports in it that are taken)
-    return [*args, "--min-worker-port", str(low), "--max-worker-port", str(low + 200)]
+        chosen.append(free_port())
+        args += [flag, str(chosen[-1])]
+    while True:
+        low = free_port()
+        if low > 65000:
+            low -= 1000  # keep the range of 200 below 65535 (Ray skips ports in it that are taken)
+        # Ray refuses a worker range that holds a port given to another of its components
+        # (seen in CI: the dashboard port inside it).
+        if not any(low <= port <= low + 200 for port in chosen):
+            return [*args, "--min-worker-port", str(low), "--max-worker-port", str(low + 200)]
 
 
 def start_node(args: list[str], head: bool) -> RayNode:
@@ -77,7 +85,8 @@ def start_node(args: list[str], head: bool) -> RayNode:
     temp_dir = Path(tempfile.mkdtemp(prefix="rayt", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--disable-usage-stats",
            "--num-cpus=1", "--object-store-memory=78643200", "--node-ip-address=127.0.0.1",
-           f"--temp-dir={temp_dir}", *_ports(head), *args]
+           f"--temp-dir={temp_dir}", *_ports(head, [int(a.split("=", 1)[1]) for a in args if a.startswith("--port=")]),
+           *args]
     env = {**os.environ, **RAY_ENV, **(HEALTH_CHECK_ENV if head else {})}
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                start_new_session=True)
