@@ -13,11 +13,9 @@ each against the way it was done before, in the same run:
   box as every reset did before (the box marked tainted, which makes reset take a new one:
   the warm spare, built in the background), both with the box dirs where they go by default
   (``default_temp_parent()``: ``/dev/shm`` when it is a shared tmpfs); and replacing the box
-  with the dirs in the system temp dir (``temp_dir=tempfile.gettempdir()``, on disk here);
-  and in place with the agent's shell given a ``/dev`` of its own on bubblewrap
-  (``in_place_own_dev``: bubblewrap's ``--dev /dev`` in every shell, as from 2026-11-24 to
-  2026-11-26, before a reset put ``/dev/pts/ptmx`` back instead; its shell no longer
-  answers, found on 0c1d646 on 2026-11-27: then recorded as an error).
+  with the dirs in the system temp dir (``temp_dir=tempfile.gettempdir()``, on disk here).
+  (An ``in_place_own_dev`` row, bubblewrap's ``--dev /dev`` in every shell as from 2026-11-24
+  to 2026-11-26, was dropped on 2026-11-27: its shell no longer answered, already on 0c1d646.)
   Reset also costs CPU outside this process (the kernel taking namespaces down in its
   workers), so reset is also measured as the whole machine's busy time (/proc/stat): run it
   on a quiet machine.
@@ -40,9 +38,7 @@ from typing import Any
 from timing import machine_busy_s, own_cpu_s, write_result
 
 from agentunit_gym.backends.sandbox import local
-from agentunit_gym.backends.sandbox.local import LocalSandbox, isolation
-from agentunit_gym.backends.sandbox.local import shell as shell_module
-from agentunit_gym.errors import BackendError, BackendTimeoutError
+from agentunit_gym.backends.sandbox.local import LocalSandbox
 
 
 def cpu_per_call_ms(fn: Callable[[], object], n: int) -> float:
@@ -83,30 +79,12 @@ def bench_start(n: int) -> dict[str, float]:
     return {"now_ms": now, "before_ms": before, "ratio": before / now}
 
 
-def _own_dev_argv() -> tuple[str, ...] | None:
-    """The agent's bubblewrap prefix as it was before ptmx was put back on reset: a ``/dev`` of its own."""
-    argv = isolation.bwrap_agent_argv()
-    if argv is None:
-        return None
-    at = argv.index("--tmpfs", argv.index("/proc/tty/driver") + 2)  # the one for /dev/shm
-    return (*argv[:at], "--dev", "/dev", *argv[at:])
-
-
 def bench_reset(n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    real_argv = shell_module.bwrap_agent_argv
-    for label, temp_dir, replace in (("in_place", None, False), ("in_place_own_dev", None, False),
-                                     ("replacing_box", None, True),
+    for label, temp_dir, replace in (("in_place", None, False), ("replacing_box", None, True),
                                      ("replacing_box_system_temp", tempfile.gettempdir(), True)):
-        shell_module.bwrap_agent_argv = _own_dev_argv if label == "in_place_own_dev" else real_argv  # type: ignore[assignment]
-        sb = LocalSandbox(temp_dir=temp_dir)
-        try:
+        with LocalSandbox(temp_dir=temp_dir) as sb:
             sb.start()
-        except (BackendError, BackendTimeoutError) as exc:  # the own /dev variant: its shell no longer answers
-            out[f"{label}_error"] = str(exc)
-            sb.close()
-            continue
-        with sb:
 
             def dirty_reset(sb: LocalSandbox = sb, replace: bool = replace) -> None:
                 sb.shell("echo x > /tmp/f; mkdir -p /root/a/b; echo u >> /etc/passwd; sleep 100 &")
@@ -120,11 +98,7 @@ def bench_reset(n: int) -> dict[str, Any]:
             out[f"{label}_machine_ms"] = 1000 * (machine_busy_s() - busy) / (n + 1)
             assert sb.host_dir is not None
             out[f"{label}_dir"] = str(sb.host_dir.parent)
-    shell_module.bwrap_agent_argv = real_argv  # type: ignore[assignment]
     out["ratio"] = out["replacing_box_ms"] / out["in_place_ms"]
-    if "in_place_own_dev_ms" in out:
-        out["own_dev_ratio"] = out["in_place_own_dev_ms"] / out["in_place_ms"]
-        out["own_dev_machine_ratio"] = out["in_place_own_dev_machine_ms"] / out["in_place_machine_ms"]
     out["machine_ratio"] = out["replacing_box_machine_ms"] / out["in_place_machine_ms"]
     return out
 

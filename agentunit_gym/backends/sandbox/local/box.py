@@ -136,17 +136,27 @@ class _Shell:
             found.append(int(kids[0]))
         return found
 
+    def find_init(self) -> int | None:
+        """Host pid of the last process of :meth:`chain` once it is whole (in a sandbox the
+        agent's PID 1; unisolated the bash), remembered in ``init_pid``."""
+        if self.init_pid is None:
+            chain = self.chain()
+            if len(chain) == self.depth:
+                self.init_pid = chain[-1]
+        return self.init_pid
+
 
 def _open_init(shell: _Shell) -> int | None:
     """A pidfd of the agent's PID 1 below ``shell``'s process (None: unisolated, or gone)."""
-    chain = shell.chain()
-    if len(chain) != shell.depth or shell.depth < 2:
+    init = shell.find_init() if shell.depth > 1 else None
+    if init is None:
         return None
     try:
-        pidfd = os.pidfd_open(chain[-1])
+        pidfd = os.pidfd_open(init)
     except OSError:
         return None
-    if chain[-1] not in _children_ints(chain[-2]):  # it ended, and the pid went to another
+    chain = shell.chain()
+    if len(chain) != shell.depth or chain[-1] != init:  # it ended, and the pid may be another's
         os.close(pidfd)
         return None
     return pidfd
@@ -411,13 +421,10 @@ class _BoxProcesses(Sandbox):
         shell = box.shell
         if shell is None or shell.eof:
             return None
-        if shell.init_pid is None:
-            chain = shell.chain()
-            if len(chain) == shell.depth:  # nsenter, bwrap or unshare, its child: the shell
-                shell.init_pid = chain[-1]
-        if shell.init_pid is not None and _proc_stat_fields(shell.init_pid) is None:
+        init = shell.find_init()  # nsenter, bwrap or unshare, its child: the shell
+        if init is not None and _proc_stat_fields(init) is None:
             return None
-        return shell.init_pid
+        return init
 
     def _workdir_in(self, box: _Box) -> str:
         return str(box.writable("/root")) if self.mechanism == "none" else self.workdir
