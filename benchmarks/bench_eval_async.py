@@ -38,13 +38,15 @@ own on bubblewrap (the code of 2026-11-24 to 2026-11-26, before a reset in place
 ``/dev/pts/ptmx`` back instead); ``exec_chain_before``, the one-off commands' exec chain
 before 2026-11-26 16:00 (``env --chdir`` per command where ``nsenter --wdns`` is now,
 ``bwrap --help`` per agent shell); ``no_spawner``, one-off commands through that exec chain
-instead of the box's spawner (``LocalSandbox(spawner=False)``).
+instead of the box's spawner (``LocalSandbox(spawner=False)``); ``spawner_forks``, the
+spawner as before 2026-11-27 (a fork of itself per one-off, where it now starts the command
+without a copy).
 
 Usage (from the repo root)::
 
     python benchmarks/bench_eval_async.py [--backends sqlite,local,docker,mysql]
         [--concurrency 1,4,16,64,256] [--waves 16] [--target-waves 48] [--scale 1.0] [--json PATH]
-        [--compare own_dev|exec_chain_before|no_spawner] [--variant-first]
+        [--compare own_dev|exec_chain_before|no_spawner|spawner_forks] [--variant-first]
 """
 
 from __future__ import annotations
@@ -244,7 +246,25 @@ def _no_spawner() -> Iterator[None]:
         cls.__init__ = real  # type: ignore[method-assign]
 
 
-COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before, "no_spawner": _no_spawner}
+@contextlib.contextmanager
+def _spawner_forks() -> Iterator[None]:
+    """The box's spawner as before 2026-11-27: a fork of itself per one-off command (its child
+    enters the agent's namespaces and execs the command), where it now starts the command
+    from itself, without a copy (subprocess's vfork)."""
+    from agentunit_gym.backends.sandbox.local import spawner as spawner_module
+
+    real = spawner_module.SOURCE
+    direct = "self.direct = sys.version_info >= (3, 11)"
+    assert direct in real, "the spawner's source changed: update this variant"
+    spawner_module.SOURCE = real.replace(direct, "self.direct = False")
+    try:
+        yield
+    finally:
+        spawner_module.SOURCE = real
+
+
+COMPARE = {"own_dev": _own_dev, "exec_chain_before": _exec_chain_before, "no_spawner": _no_spawner,
+           "spawner_forks": _spawner_forks}
 """The variants ``--compare`` can run each point with, back to back with the code as it is."""
 
 

@@ -9,6 +9,8 @@ import ctypes
 import os
 import re
 import signal
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import pytest
 
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult
 from agentunit_gym.backends.sandbox.local import LocalSandbox, cgroup
-from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS
+from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS, Spawner
 from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.images.os.shell_protocol import EXITED_NOTE
 from tests.backends.test_local_sandbox import no_cgroup_here
@@ -114,6 +116,81 @@ def test_the_agent_cannot_see_or_kill_the_spawner(pair: tuple[LocalSandbox, Loca
     sb.reset()
     assert sb.run("echo next").output == "next\n"
     assert _spawner_pid(sb) == pid
+
+
+def _status_fields(pid: int, *names: str) -> list[str]:
+    lines = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":" in line)
+    return [lines[name].strip() for name in names]
+
+
+def _system_python_at_least(version: tuple[int, int]) -> bool:
+    try:
+        out = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(*sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=30).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return tuple(int(x) for x in out) >= version
+
+
+@pytest.mark.skipif(not _system_python_at_least((3, 11)), reason="the spawner starts commands itself on Python 3.11+")
+def test_the_spawner_starts_one_offs_itself_and_comes_back_to_the_box_after_each(
+        pair: tuple[LocalSandbox, LocalSandbox]) -> None:
+    sb = pair[0]
+    sb.shell("true")
+    pid = _spawner_pid(sb)
+    info = sb.box_info()
+    assert info is not None and info.namespace_pid is not None and info.agent_pid is not None
+    box, agent = info.namespace_pid, info.agent_pid
+    own = {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in ("mnt", "ipc")}
+    assert own == {ns: os.readlink(f"/proc/{box}/ns/{ns}") for ns in ("mnt", "ipc")}
+    assert {ns: os.readlink(f"/proc/{agent}/ns/{ns}") for ns in ("mnt", "ipc")} != own
+    oom_before = open(f"/proc/{pid}/oom_score_adj").read()
+    for _ in range(3):
+        assert sb.run("cat /proc/self/oom_score_adj; readlink /proc/self/ns/mnt").output.split() == [
+            sb.shell("cat /proc/self/oom_score_adj").output.strip(), os.readlink(f"/proc/{agent}/ns/mnt")]
+    # It started them from itself (no copy of it that cut its own rights): its bounding set is
+    # the commands', with no new privileges; and it is back in the box's namespaces and root.
+    caps = sum(1 << CAPABILITY_NUMBERS[name] for name in AGENT_CAPABILITIES)
+    assert _status_fields(pid, "CapBnd", "NoNewPrivs", "CapAmb") == [f"{caps:016x}", "1", "0000000000000000"]
+    assert int(_status_fields(pid, "CapEff")[0], 16) & (1 << 21)  # still CAP_SYS_ADMIN: it enters namespaces
+    assert {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in ("mnt", "ipc")} == own
+    assert os.stat(f"/proc/{pid}/root").st_ino == os.stat(f"/proc/{box}/root").st_ino
+    assert open(f"/proc/{pid}/oom_score_adj").read() == oom_before
+
+
+@pytest.mark.parametrize("says", [[], [b"forking"]], ids=["nothing", "forking"])
+def test_a_spawner_that_says_forking_and_then_nothing_is_taken_as_stalled(says: list[bytes]) -> None:
+    """A fake spawner (this test's thread) takes the request and says ``says``, then nothing:
+    the one-off times out, and only one that was being started marks the spawner stalled
+    (the box then drops it: its next one-offs take the exec chain)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    held: list[socket.socket] = []
+
+    def fake() -> None:
+        _, fds, _, _ = socket.recv_fds(theirs, 1 << 20, 7)
+        channel = socket.socket(fileno=fds[0])
+        for fd in fds[1:]:
+            os.close(fd)
+        for message in says:
+            channel.send(message)
+        held.append(channel)  # open, silent
+
+    thread = threading.Thread(target=fake)
+    thread.start()
+    with subprocess.Popen(["sleep", "30"]) as proc:  # stands for the spawner's process
+        spawner = Spawner(proc, ours)
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            spawner.run(["true"], agent_init=os.getpid(), cwd="/", env={}, oom_score_adj=None, nproc=None,
+                        deadline=started + 0.5)
+        assert 0.5 <= time.monotonic() - started < 5
+        thread.join(timeout=5)
+        assert spawner.stalled is bool(says)
+        spawner.close()
+    for channel in held:
+        channel.close()
+    theirs.close()
 
 
 def test_when_the_spawner_is_killed_one_offs_go_through_the_exec_chain(pair: tuple[LocalSandbox, LocalSandbox]) -> None:

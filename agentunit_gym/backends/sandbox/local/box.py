@@ -560,6 +560,14 @@ class _BoxProcesses(Sandbox):
         except SpawnerUnavailable as exc:
             logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
 
+    @staticmethod
+    def _drop_spawner(box: _Box, spawner: Spawner) -> None:
+        with box.spawner_lock:
+            if box.spawner is spawner:
+                box.spawner = None
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    spawner.close()
+
     def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
         """Start a one-off command in the agent's namespaces: through the box's spawner, else
         (no agent shell, no spawner in this box, or it refused) through the exec chain.
@@ -580,11 +588,12 @@ class _BoxProcesses(Sandbox):
             except SpawnerUnavailable as exc:
                 logger.debug("local sandbox: a one-off goes through the exec chain: %s", exc)
                 if exc.gone:
-                    with box.spawner_lock:
-                        if box.spawner is spawner:
-                            box.spawner = None
-                            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                                spawner.close()
+                    self._drop_spawner(box, spawner)
+            except subprocess.TimeoutExpired:
+                if spawner.stalled:  # held in the middle of a start: the box's next one-offs take the chain
+                    logger.debug("local sandbox: the spawner stalled in a start; one-offs go through the exec chain")
+                    self._drop_spawner(box, spawner)
+                raise
         return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, in_sandbox=True)
 

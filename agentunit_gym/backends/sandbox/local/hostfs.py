@@ -12,9 +12,12 @@ from agentunit_gym.backends.sandbox.local import box_tmpfs
 from agentunit_gym.errors import ConfigError
 
 
-def _rmtree(path: Path) -> None:
-    """Remove a tree the sandbox may have made unreadable (chmod 000 dirs)."""
-    box_tmpfs.unmount_under(path)  # a box's bounded tmpfs goes first (its files with it)
+def _rmtree(path: Path, *, mounts: bool = True) -> None:
+    """Remove a tree the sandbox may have made unreadable (chmod 000 dirs). ``mounts=False``:
+    the tree cannot hold a mount point of ours (a reset's trash, moved out of a box's writable
+    dirs, where only the agent wrote), so the mount table is not read."""
+    if mounts:
+        box_tmpfs.unmount_under(path)  # a box's bounded tmpfs goes first (its files with it)
     def fix(func: object, p: str, exc: object) -> None:
         with contextlib.suppress(OSError):
             os.chmod(p, 0o700)

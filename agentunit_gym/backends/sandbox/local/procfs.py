@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import selectors
 from collections.abc import Iterator
-from pathlib import Path
 
 
 def _scan_processes() -> Iterator[tuple[int, tuple[int, int]]]:
@@ -17,9 +16,22 @@ def _scan_processes() -> Iterator[tuple[int, tuple[int, int]]]:
                 yield int(entry), st
 
 
+def _read_small(path: str) -> bytes:
+    """A small /proc file whole, without a buffered file object (these are read at every
+    command of every sandbox). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, 4096)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 4096))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def _children(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return _read_small(f"/proc/{pid}/task/{pid}/children").decode().split()
     except OSError:
         return []
 
@@ -27,8 +39,7 @@ def _children(pid: int) -> list[str]:
 def _proc_stat_fields(pid: int) -> list[bytes] | None:
     """The fields of /proc/<pid>/stat after the command name (state first), or None if gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
+        data = _read_small(f"/proc/{pid}/stat")
     except OSError:
         return None
     return data[data.rfind(b")") + 2:].split()

@@ -4,6 +4,7 @@ starts, and take the next episode's shell (started in the background)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import posixpath
@@ -217,8 +218,11 @@ class _ResetInPlace(_AgentShell):
             data = payload if isinstance(payload, bytes) else payload.encode()
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(data):
                 return False
-            with open(path, "rb") as f:
-                return f.read(len(data) + 1) == data
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                return os.read(fd, len(data) + 1) == data
+            finally:
+                os.close(fd)
 
         def clear(host: str, rel: str) -> None:
             nonlocal trash, moved
@@ -253,8 +257,8 @@ class _ResetInPlace(_AgentShell):
             clear(str(host), d.lstrip("/"))
         if trash is not None:
             if self._disk_bounded:  # the space is back when reset returns (one tmpfs per box)
-                _rmtree(trash)
+                _rmtree(trash, mounts=False)
             else:
-                self._in_background(_rmtree, trash)
+                self._in_background(functools.partial(_rmtree, trash, mounts=False))
         return frozenset(kept)
 

@@ -163,6 +163,10 @@ class Spawner:
 
     def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.proc, self._sock = proc, sock
+        self.stalled = False
+        """It said ``forking`` for a command and then nothing before the command's deadline:
+        it is held in the middle of a start (the agent stopped the command before its exec,
+        which holds a spawner that starts commands without a copy of itself)."""
 
     @classmethod
     def start(cls, spawn: Callable[[list[str], int], subprocess.Popen[bytes]], deadline: float) -> Spawner:
@@ -225,6 +229,7 @@ class Spawner:
             if forked:
                 got = _recv(ours, deadline, fds=1)
             if got is None:  # out of time; closing the channel kills it if it starts after all
+                self.stalled = self.stalled or forked
                 raise subprocess.TimeoutExpired(list(argv), 0.0)
             done = _exit_code(got[0], b"done")
             if done is not None:  # it could not run (its workdir is gone): its message is the output

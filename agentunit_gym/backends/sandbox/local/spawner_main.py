@@ -54,6 +54,7 @@ import resource
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import time
 from typing import Any
@@ -135,7 +136,7 @@ def _closed(channel: socket.socket) -> bool:
 class _Command:
     """One command the spawner forked: its child until the exec, then the command itself."""
 
-    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: int) -> None:
+    def __init__(self, pid: int, pidfd: int, channel: socket.socket, report: "int | None") -> None:
         self.pid, self.pidfd, self.channel = pid, pidfd, channel
         # (Annotations in a function body are never evaluated: `int | None` is fine on 3.9.)
         self.report: int | None = report  # the child's report pipe, until its exec closes it
@@ -159,6 +160,15 @@ class _Spawner:
         self.sel.register(sock, selectors.EVENT_READ, ("request", None))
         self.commands: set[_Command] = set()
         self.orphans: set[int] = set()  # killed children nobody follows: reaped when they end
+        # Python 3.11+ starts a command without a copy of us (vfork, process_group): our own
+        # namespaces, root and OOM score to come back to after each start (_start_direct).
+        self.direct = sys.version_info >= (3, 11)
+        flags = os.O_RDONLY | os.O_CLOEXEC
+        self.own = (os.open("/proc/self/ns/ipc", flags), os.open("/proc/self/ns/mnt", flags),
+                    os.open("/", flags | os.O_DIRECTORY))
+        self.oom_fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+        self.own_oom = os.pread(self.oom_fd, 32, 0).strip()
+        self.bounded: frozenset[int] | None = None  # what our bounding set keeps, once cut
 
     def serve(self) -> None:
         while True:
@@ -221,6 +231,9 @@ class _Spawner:
             req = json.loads(msg)
             # The pid namespace of our children (not ours): the child is forked into the agent's.
             _check(self.libc.setns(fds[5], CLONE_NEWPID), self.libc, "setns pid")
+            if self.direct and not req.get("nproc") and self._bound(req["caps"]):
+                self._start_direct(req, fds, channel)
+                return
             read_end, write_end = os.pipe()
         except Exception as exc:  # noqa: BLE001 - a bad request: said, nothing started
             _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
@@ -269,6 +282,91 @@ class _Spawner:
             channel.close()
             return
         self.commands.add(command)
+
+    def _bound(self, caps: "list[int]") -> bool:
+        """Cut our own bounding set to ``caps`` (once: it cannot grow back), and set what an exec
+        from us keeps: no ambient capabilities, no new privileges. Our own capabilities stay
+        (we still enter namespaces); a command we start gets ``caps`` at its exec. False when
+        the set was cut to other ``caps`` before: then a child cuts it (_become)."""
+        keep = frozenset(caps)
+        if self.bounded is None:
+            for cap in range(self.last_cap + 1):
+                if cap not in keep:
+                    _check(self.libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), self.libc, "drop a capability")
+            _check(self.libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), self.libc,
+                   "clear ambient capabilities")
+            _check(self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), self.libc, "no new privileges")
+            self.bounded = keep
+        return self.bounded == keep
+
+    def _enter(self, ipc: int, mnt: int, root: int) -> None:
+        _check(self.libc.setns(ipc, CLONE_NEWIPC), self.libc, "setns ipc")
+        _check(self.libc.setns(mnt, CLONE_NEWNS), self.libc, "setns mnt")
+        os.fchdir(root)
+        os.chroot(".")
+
+    def _start_direct(self, req: "dict[str, Any]", fds: "list[int]", channel: socket.socket) -> None:
+        """Start the command from here, without a copy of us: we enter the agent's namespaces
+        and root for the moment of the start (subprocess's vfork: the child shares our memory
+        until its exec, which is all it does but its process group, workdir and fds), then
+        come back to ours. Our OOM score is the command's for that moment (a child inherits
+        it), then ours again."""
+        _, out, null, mnt, ipc, _, root = fds
+        argv, cwd = req["argv"], req["cwd"]
+        try:
+            channel.send(b"forking")  # from here on it may run: the host never runs it again
+        except OSError:  # the host gave up on it: it never runs
+            channel.close()
+            return
+        popen = None
+        try:
+            self._enter(ipc, mnt, root)
+            try:
+                if req.get("oom") is not None:
+                    os.pwrite(self.oom_fd, str(int(req["oom"])).encode(), 0)
+                popen = subprocess.Popen(argv, stdin=null, stdout=out, stderr=out, cwd=cwd, env=req["env"],
+                                         close_fds=True, restore_signals=True, process_group=0)
+            finally:
+                try:
+                    self._enter(*self.own)
+                    os.pwrite(self.oom_fd, self.own_oom, 0)
+                except OSError:  # never serve from the agent's namespaces: gone, the host uses the chain
+                    self._kill_all()
+                    os._exit(1)
+        except OSError as exc:
+            if exc.filename is None or popen is not None:  # the fork failed, or we could not enter: nothing ran
+                _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
+            elif exc.filename == cwd and exc.filename != argv[0]:  # as nsenter says it: the command did not run
+                os.write(out, f"nsenter: cannot open current working directory: {exc.strerror}\n".encode())
+                _send(channel, b"done 1")
+            else:  # it did not run: as setpriv, the chain's last step, says it
+                os.write(out, f"setpriv: failed to execute {argv[0]}: {exc.strerror}\n".encode(errors="replace"))
+                _send(channel, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
+            channel.close()
+            return
+        pid = popen.pid
+        popen.returncode = 0  # followed here, by its pidfd: subprocess must never wait on its pid
+        command = _Command(pid, -1, channel, None)
+        command.deadline = float("inf")
+        registered: list[int] = []
+        try:
+            command.pidfd = os.pidfd_open(pid)
+            for fd, kind in ((command.pidfd, "exit"), (channel.fileno(), "channel")):
+                self.sel.register(fd, selectors.EVENT_READ, (kind, command))
+                registered.append(fd)
+        except OSError:  # out of fds: it goes, and reads as killed (it has run)
+            _kill_group(pid)
+            self.orphans.add(pid)
+            for fd in registered:
+                self.sel.unregister(fd)
+            if command.pidfd >= 0:
+                os.close(command.pidfd)
+            _send(channel, b"exit -9")
+            channel.close()
+            return
+        command.started = True
+        self.commands.add(command)
+        _send(channel, b"started", (command.pidfd,))
 
     def _read_report(self, command: _Command) -> None:
         if self._drain(command) == "eof":
@@ -361,6 +459,7 @@ def _serve(sock: socket.socket) -> None:
     os.set_inheritable(sock.fileno(), False)  # never in a command: it would reach us with it
     spawner = _Spawner(sock)
     os.close(os.pidfd_open(os.getpid()))  # pidfds (Linux 5.3+) or no spawner: the host then uses the chain
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # we wait on our children: never reaped for us
     gc.disable()  # no collection in a child: it would touch (and copy) every page it forked with
     gc.freeze()
     sock.send(b"ready")
