@@ -45,8 +45,9 @@ from agentunit_gym.eval.slots import (
     WorkQueue,
     agent_failure,
     agent_timeout,
-    finish,
+    finished_record,
     record_task_error,
+    release,
     retry_or_record,
 )
 
@@ -140,6 +141,10 @@ class EpisodeEngine:
         self.env_pool = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="env")
         self.agent_pool = ThreadPoolExecutor(max_workers=max(1, width) + AGENT_SPARE_THREADS,
                                              thread_name_prefix="agent")
+        # One thread writes the finished episodes' files, in the order they finish, off the
+        # loop: a trace file's creation and rename block for ~1 ms, during which the loop
+        # would hand nothing to the other episodes.
+        self.record_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="records")
 
     async def run(self, queue: WorkQueue, copies: list[EpisodeCopy], sink: RecordSink) -> None:
         """Run ``queue`` to the end with one worker per copy, each with an agent of its own.
@@ -199,10 +204,22 @@ class EpisodeEngine:
             elif packet.kind == "task_error":
                 record_task_error(slot, packet.error, self.agent_label, sink)
             elif terminated or truncated:
-                finish(slot, packet, self.agent_label, sink)
+                await self._finish(slot, packet, sink)
             else:
                 slot.observation = observation
                 slot.info = {**slot.info, **packet.step_info()}
+
+    async def _finish(self, slot: Slot, packet: Packet, sink: RecordSink) -> None:
+        """Record ``slot``'s finished episode, its files written on the records thread; the
+        slot's next episode starts once they are flushed (as :func:`finish` does it inline).
+
+        Raises:
+            RunStoppedError: most finished episodes failed for the same reason.
+        """
+        record, trace = finished_record(slot, packet, self.agent_label)
+        written = await asyncio.get_running_loop().run_in_executor(self.record_pool, sink.writer.write, record, trace)
+        sink.recorded(written)
+        release(slot, sink)
 
     async def _reply(self, slot: Slot) -> str:
         """The agent's reply; on a failure or past the deadline, sets ``slot.abort`` and returns ""."""
@@ -250,6 +267,7 @@ class EpisodeEngine:
                 list(closer.map(lambda copy: copy.close(), copies))
         finally:
             self.env_pool.shutdown(wait=False, cancel_futures=True)
+            self.record_pool.shutdown(wait=True)  # what was handed to it is written before the writer closes
 
 
 __all__ = ["EpisodeEngine", "run_async", "run_coroutine"]

@@ -119,7 +119,14 @@ class RecordSink:
             "metrics, and run again by --resume. Restart the model server, then resume.")
 
     def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
-        record = self.writer.write(record, trace)
+        self.recorded(self.writer.write(record, trace))
+
+    def recorded(self, record: EpisodeRecord) -> None:
+        """Count ``record``, written already (:meth:`RecordWriter.write`), and report it.
+
+        Raises:
+            RunStoppedError: most finished episodes failed for the same reason.
+        """
         self.written.append(record)
         self.done += 1
         if self.progress is not None:
@@ -182,6 +189,21 @@ def agent_timeout(timeout_s: float) -> Abort:
 
 def finish(slot: Slot, packet: Packet, agent_label: str, sink: RecordSink) -> None:
     """Record ``slot``'s finished episode from its last packet, and free the slot."""
+    sink.record(*finished_record(slot, packet, agent_label))
+    release(slot, sink)
+
+
+def release(slot: Slot, sink: RecordSink) -> None:
+    """Free ``slot`` once its episode is recorded; an episode the model endpoint failed
+    probes the endpoint first (:meth:`RecordSink.endpoint_failed`)."""
+    slot.item = None
+    if slot.endpoint_error is not None:
+        error, slot.endpoint_error = slot.endpoint_error, None
+        sink.endpoint_failed(error)
+
+
+def finished_record(slot: Slot, packet: Packet, agent_label: str) -> tuple[EpisodeRecord, EpisodeTrace | None]:
+    """The record and trace of ``slot``'s finished episode, from its last packet."""
     assert slot.item is not None
     trace = packet.trace
     if trace is not None and (trace.env_id is None or trace.seed is None):
@@ -197,11 +219,7 @@ def finish(slot: Slot, packet: Packet, agent_label: str, sink: RecordSink) -> No
         steps=len(trace.steps) if trace is not None else 0, wall_s=time.time() - slot.started,
         error=slot.agent_error,
     )
-    sink.record(record, trace)
-    slot.item = None
-    if slot.endpoint_error is not None:
-        error, slot.endpoint_error = slot.endpoint_error, None
-        sink.endpoint_failed(error)
+    return record, trace
 
 
 def retry_or_record(slot: Slot, error: str, queue: WorkQueue, max_retries: int, agent_label: str,
@@ -238,5 +256,5 @@ def record_task_error(slot: Slot, error: str, agent_label: str, sink: RecordSink
 
 
 __all__ = ["ENDPOINT_PROBE_DEADLINE_S", "ENDPOINT_PROBE_DELAYS_S", "ProgressFn", "RecordSink", "Slot", "WorkQueue",
-           "agent_failure", "agent_timeout", "finish", "probe_endpoint", "record_task_error", "retry_or_record",
-           "retry_or_record_item"]
+           "agent_failure", "agent_timeout", "finish", "finished_record", "probe_endpoint", "record_task_error",
+           "release", "retry_or_record", "retry_or_record_item"]

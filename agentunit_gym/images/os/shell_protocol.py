@@ -313,15 +313,19 @@ def read_counter(paths: Iterable[str | os.PathLike[str]], key: str) -> int:
     """The ``<key> <count>`` line of the first readable cgroup file of ``paths``
     (``memory.events``' ``oom_kill``, ``pids.events``' ``max``, ``cpu.stat``'s ``nr_throttled``);
     -1: none readable, or no such line."""
+    want = key.encode()
     for path in paths:
-        try:
-            with open(path) as f:
-                lines = f.read().splitlines()
+        try:  # read at every command of every box: no text-mode file object
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                data = os.read(fd, 1 << 16)
+            finally:
+                os.close(fd)
         except OSError:
             continue
-        for line in lines:
-            name, _, value = line.partition(" ")
-            if name == key and value.strip().isdigit():
+        for line in data.splitlines():
+            name, _, value = line.partition(b" ")
+            if name == want and value.strip().isdigit():
                 return int(value)
     return -1
 

@@ -3,9 +3,11 @@ commands, and follow a command it started as a ``Popen`` would be followed.
 
 A one-off through the exec chain costs five execs (the cgroup join, ``setpriv``,
 ``nsenter``, ``setpriv``, the command), each ~1 ms of CPU on a VM whose glibc probes the CPU
-at every start; through the spawner it costs one fork of a small Python process that
-execs the command. Where the spawner cannot run (no Python 3.9+ at ``/usr/bin/python3``, the
-box out of processes, the spawner killed), the sandbox uses the chain: same result, slower.
+at every start; through the spawner it costs one exec: the spawner starts the command
+itself (a vfork, on Python 3.11+), or a fork of the small spawner execs it. Where the
+spawner cannot run (no Python 3.9+ at ``/usr/bin/python3``, the box out of processes, the
+spawner killed, or held in the middle of a start), the sandbox uses the chain: same result,
+slower.
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@ one-off command (``run()``, the file helpers) into the agent's namespaces, so a 
 costs one ``exec`` of the command itself instead of the five of the exec chain (the cgroup
 join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the box's own
 pid and mount namespaces, which the agent's are children of: the agent cannot see it,
-signal it or reach its socket (an unnamed socket pair with the host). Its child for a
-command is in the agent's pid namespace from its fork to its exec (a few ms): the agent may
-stop or kill it, which fails that one command only (the loop waits on no command, and a
-child that has not exec'd in ``REPORT_TIMEOUT_S`` is killed).
+signal it or reach its socket (an unnamed socket pair with the host). A command's process
+is in the agent's pid namespace from its start to its exec (well under a millisecond): the
+agent may stop or kill it, which fails that one command only.
 
 Standard library only, and for any Python 3.9+: the box's ``python3`` is the host's system
 one, not ours.
@@ -19,23 +18,39 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
 - a request is one JSON message (``argv``, ``cwd``, ``env``, ``oom``, ``caps``, ``nproc``)
   with seven fds: a channel socket for this command alone, the output pipe, ``/dev/null``,
   and the agent's mount, IPC and pid namespaces and root directory;
-- a child of the spawner, forked into the agent's pid namespace (the spawner's own stays
-  the box's), enters the other namespaces, sets itself up as the command must run
-  (root directory, workdir, OOM score, no capabilities but ``caps``, no new privileges,
-  the process limit, a process group of its own, signals as an exec from a shell leaves
-  them) and execs the command: the child becomes it, so the copy of the spawner a fork
-  makes lives only until that exec (a child that ran the command and waited for it kept
-  the copy alive, and both it and the spawner copied every page they wrote meanwhile);
-- on the channel the spawner says ``forking`` just before its fork, ``started`` with the
-  command's pidfd, then ``exit
-  <code>`` when it ended (negative: killed by that signal); ``done <code>`` when the command
-  could not run (its workdir is gone, or it cannot be executed: what it printed is in the
-  output); or ``error <text>`` when nothing was started: said only when the child could
-  not have exec'd it (the request was bad, the fork failed, the child gave up before its
-  exec and said so), for the host may then run it another way; anything that may have run
-  reads as started, then killed at worst (a child past its deadline, or killed before its
-  exec, ends as ``exit -9``): the host never runs a command twice. The child tells the
-  spawner how it went on a pipe that its exec closes;
+- the spawner sets the pid namespace of its children to the agent's (its own stays the
+  box's) and starts the command one of two ways:
+
+  - **from itself** (Python 3.11+, no ``nproc`` to set): at its first command it cuts its
+    own bounding set to ``caps``, clears its ambient capabilities and sets no new
+    privileges (it keeps its own capabilities: it still enters namespaces; a command gets
+    ``caps`` at its exec). For each command it enters the agent's IPC and mount namespaces
+    and root, raises its OOM score to ``oom``, starts the command with :mod:`subprocess`
+    (a vfork: the child shares the spawner's memory until its exec and only makes its
+    process group, changes to the workdir, sets its fds and the signals Python ignores
+    back, then execs; nothing of the spawner is copied), and comes back to its own
+    namespaces, root and score (it exits when it cannot: it never serves from the agent's).
+    The child holds capabilities the agent lacks until its exec: the agent cannot trace
+    it. The agent can stop it, which holds the spawner until the child is killed (the
+    reset kills it with the agent's namespace): the host then sees ``forking`` and nothing
+    more by the command's deadline, and drops the spawner for the chain;
+  - **by a child** (older Python, or ``nproc``): a child of the spawner, forked into the
+    agent's pid namespace, enters the other namespaces, sets itself up as the command must
+    run (root directory, workdir, OOM score, no capabilities but ``caps``, no new
+    privileges, the process limit, a process group of its own, signals as an exec from a
+    shell leaves them) and execs the command: the child becomes it, so the copy of the
+    spawner a fork makes lives only until that exec. The child tells the spawner how it
+    went on a pipe that its exec closes; a child that has not exec'd in
+    ``REPORT_TIMEOUT_S`` is killed;
+- on the channel the spawner says ``forking`` just before its fork (or vfork), ``started``
+  with the command's pidfd, then ``exit <code>`` when it ended (negative: killed by that
+  signal); ``done <code>`` when the command could not run (its workdir is gone, or it
+  cannot be executed: what it printed is in the output); or ``error <text>`` when nothing
+  was started: said only when the command could not have been exec'd (the request was
+  bad, the fork failed, the spawner could not enter the agent's namespaces, the child gave
+  up before its exec and said so), for the host may then run it another way; anything
+  that may have run reads as started, then killed at worst (a child past its deadline, or
+  killed before its exec, ends as ``exit -9``): the host never runs a command twice;
 - when the host closes the channel before the command ended (it gave up on it), the
   command's process group is killed: nothing the host does not follow keeps running; when
   the host closes the spawner's socket, every command still running (and every child not
