@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from agentunit_gym.core.trace import EpisodeTrace
@@ -35,6 +36,9 @@ class _CollectRecords(RecordSink):
 
     def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
         self.items.append((record, trace))
+
+    async def record_off_loop(self, record: EpisodeRecord, trace: EpisodeTrace | None, pool: Executor) -> None:
+        self.record(record, trace)  # kept in memory: nothing to write, nothing to take off the loop
 
     def endpoint_failed(self, error: EndpointUnavailableError) -> None:
         """No probe on a node: the driver gets the ``endpoint_error`` record, and its sink's

@@ -107,8 +107,8 @@ def run_coroutine(coroutine: Any) -> None:
 
 class EpisodeEngine:
     """Runs episodes on env copies with agents beside them: the one episode loop of the
-    evaluator, with its two thread pools (env calls, synchronous agents) sized for
-    ``width`` copies in flight.
+    evaluator, with its thread pools (env calls and synchronous agents, sized for ``width``
+    copies in flight; one thread writing finished episodes' files).
 
     Example (what :func:`~agentunit_gym.eval.runner.run_episodes` does for one env id):
         >>> import tempfile
@@ -210,15 +210,16 @@ class EpisodeEngine:
                 slot.info = {**slot.info, **packet.step_info()}
 
     async def _finish(self, slot: Slot, packet: Packet, sink: RecordSink) -> None:
-        """Record ``slot``'s finished episode, its files written on the records thread; the
-        slot's next episode starts once they are flushed (as :func:`finish` does it inline).
+        """Record ``slot``'s finished episode, its files written on the records thread
+        (:meth:`RecordSink.record_off_loop`); the slot's next episode starts once they are
+        flushed, the other slots' episodes go on meanwhile.
 
         Raises:
+            OSError: the files could not be written.
             RunStoppedError: most finished episodes failed for the same reason.
+            EndpointDownError: the model endpoint that failed this episode stayed down.
         """
-        record, trace = finished_record(slot, packet, self.agent_label)
-        written = await asyncio.get_running_loop().run_in_executor(self.record_pool, sink.writer.write, record, trace)
-        sink.recorded(written)
+        await sink.record_off_loop(*finished_record(slot, packet, self.agent_label), self.record_pool)
         release(slot, sink)
 
     async def _reply(self, slot: Slot) -> str:

@@ -1,8 +1,10 @@
 """A run's files: ``episodes.jsonl`` (one record per finished episode), ``traces/``, ``config.json``,
 and what a resume reads back.
 
-Every finished episode is written at once (its trace, then its line, flushed), so an
-interrupted run resumes where it stopped; a torn last line is skipped on reading.
+Every finished episode is written as it finishes (its trace, then its line, flushed; the
+evaluator does it on a thread of its own, and the env copy that ran the episode starts its
+next one once they are flushed), so an interrupted run resumes where it stopped; a torn
+last line is skipped on reading.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +140,8 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 class RecordWriter:
-    """Appends records and traces; every record is flushed to the OS before the next episode.
+    """Appends records and traces; every record is flushed to the OS before its env copy's
+    next episode (the other copies' episodes go on while it is written).
 
     Flushed, not fsynced: a killed process loses nothing that was flushed (the kernel holds
     it), while an fsync per episode was measured at ~4 ms here (it commits the new trace
@@ -150,19 +154,26 @@ class RecordWriter:
         paths.traces.mkdir(parents=True, exist_ok=True)
         torn = paths.episodes.exists() and paths.episodes.stat().st_size > 0 and not _ends_with_newline(paths.episodes)
         self._file = paths.episodes.open("a", encoding="utf-8")
+        # The evaluator writes finished episodes on a thread of its own and errors on its loop:
+        # one write at a time, so no two lines interleave.
+        self._lock = threading.Lock()
         if torn:
             # A killed run can leave half a line: end it, so the next record starts on its own line.
             self._file.write("\n")
 
     def write(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> EpisodeRecord:
+        """Write ``trace`` (when given) and ``record``, flushed; returns the record as written
+        (with its trace's path). Safe to call from several threads."""
         if trace is not None:
             name = trace_filename(record.key)
             tmp = self.paths.traces / (name + ".tmp")
             tmp.write_text(trace.model_dump_json(), encoding="utf-8")
             os.replace(tmp, self.paths.traces / name)  # a killed run never leaves half a trace
             record = record.model_copy(update={"trace": f"traces/{name}"})
-        self._file.write(record.model_dump_json() + "\n")
-        self._file.flush()
+        line = record.model_dump_json() + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
         return record
 
     def close(self) -> None:

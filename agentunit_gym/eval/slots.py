@@ -3,9 +3,12 @@ and how a finished, failed or abandoned episode becomes a record."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +123,34 @@ class RecordSink:
 
     def record(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> None:
         self.recorded(self.writer.write(record, trace))
+
+    async def record_off_loop(self, record: EpisodeRecord, trace: EpisodeTrace | None, pool: Executor) -> None:
+        """:meth:`record`, with the files written on ``pool`` (one thread: in the order asked)
+        while the event loop goes on with the other episodes; returns once they are flushed.
+
+        A caller cancelled meanwhile (Ctrl-C, another episode's error) does not stop the
+        write: a finished episode is never lost (the pool's shutdown waits for it), though it
+        is then not counted here.
+
+        Raises:
+            OSError: the files could not be written.
+            RunStoppedError: most finished episodes failed for the same reason.
+        """
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        future = pool.submit(self.writer.write, record, trace)
+
+        def settle(_: object) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        def done(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the run ended, nobody waits
+                loop.call_soon_threadsafe(settle, None)
+
+        future.add_done_callback(done)
+        await waiter
+        self.recorded(future.result())
 
     def recorded(self, record: EpisodeRecord) -> None:
         """Count ``record``, written already (:meth:`RecordWriter.write`), and report it.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.fake_server import FakeChatServer
 from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
 from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
-from agentunit_gym.eval.records import EpisodeRecord
+from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths, read_records
 from agentunit_gym.eval.runner import run_episodes
+from agentunit_gym.eval.slots import RecordSink
 from tests.core.toy import ToyEnv
 from tests.eval.slow_agent import StuckToy
 
@@ -224,3 +226,60 @@ def test_a_429_retry_after_holds_every_episode_and_max_rps_caps_the_rate() -> No
         asyncio.run(burst())
         gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
         assert len(server.arrivals) == 6 and sum(gaps) >= 0.45  # six requests at 10/s span 0.5 s
+
+
+def _record(key: str) -> EpisodeRecord:
+    return EpisodeRecord(key=key, env_id="AgentUnit/Toy-v0", task_id=key, run=0, seed=1, agent="oracle",
+                         status="done", attempts=1)
+
+
+class _GatedWriter(RecordWriter):
+    """A writer whose writes wait for ``gate``: the event loop must not."""
+
+    def __init__(self, paths: RunPaths) -> None:
+        super().__init__(paths)
+        self.gate = threading.Event()
+        self.threads: set[str] = set()
+
+    def write(self, record: EpisodeRecord, trace: Any) -> EpisodeRecord:
+        assert self.gate.wait(10)
+        self.threads.add(threading.current_thread().name)
+        return super().write(record, trace)
+
+
+def test_a_finished_episode_is_written_off_the_loop_and_never_lost_to_a_cancel(tmp_path: Path) -> None:
+    writer = _GatedWriter(RunPaths(tmp_path))
+    sink = RecordSink(writer, done=0, total=3, progress=None)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="records")
+    ticks: list[int] = []
+
+    async def main() -> None:
+        first = asyncio.create_task(sink.record_off_loop(_record("a"), None, pool))
+        second = asyncio.create_task(sink.record_off_loop(_record("b"), None, pool))
+        for i in range(5):  # the loop runs while both writes wait in the records thread
+            await asyncio.sleep(0.01)
+            ticks.append(i)
+        second.cancel()  # an interrupt while "b" is still queued behind "a"
+        writer.gate.set()
+        await first
+        with pytest.raises(asyncio.CancelledError):
+            await second
+
+    asyncio.run(main())
+    pool.shutdown(wait=True)
+    writer.close()
+    assert ticks == [0, 1, 2, 3, 4]
+    assert writer.threads == {"records_0"}
+    # Both are in the file, in the order they were handed over; only the awaited one is counted.
+    assert [r.key for r in read_records(RunPaths(tmp_path).episodes)] == ["a", "b"]
+    assert [r.key for r in sink.written] == ["a"] and sink.done == 1
+
+
+def test_the_loop_and_the_records_thread_never_interleave_lines(tmp_path: Path) -> None:
+    writer = RecordWriter(RunPaths(tmp_path))
+    big = "x" * 20000  # lines longer than any buffer: torn if two writers ran at once
+    records = [_record(f"{i}-{big}") for i in range(200)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda r: writer.write(r, None), records))
+    writer.close()
+    assert sorted(r.key for r in read_records(RunPaths(tmp_path).episodes)) == sorted(r.key for r in records)
