@@ -154,7 +154,11 @@ def test_the_spawner_starts_one_offs_itself_and_comes_back_to_the_box_after_each
     assert _status_fields(pid, "CapBnd", "NoNewPrivs", "CapAmb") == [f"{caps:016x}", "1", "0000000000000000"]
     assert int(_status_fields(pid, "CapEff")[0], 16) & (1 << 21)  # still CAP_SYS_ADMIN: it enters namespaces
     assert {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in ("mnt", "ipc")} == own
-    assert os.stat(f"/proc/{pid}/root").st_ino == os.stat(f"/proc/{box}/root").st_ino
+    # Its root is the box's, not the agent's: /dev/shm there is the box's, not the agent's own.
+    shm = {who: os.stat(f"/proc/{p}/root/dev/shm").st_dev
+           for who, p in (("spawner", pid), ("box", box), ("agent", agent))}
+    assert shm["spawner"] == shm["box"] != shm["agent"], shm
+    assert _status_fields(pid, "State")[0].startswith("S")  # waiting for the next request
     assert open(f"/proc/{pid}/oom_score_adj").read() == oom_before
 
 
@@ -178,7 +182,8 @@ def test_a_spawner_that_says_forking_and_then_nothing_is_taken_as_stalled(says: 
 
     thread = threading.Thread(target=fake)
     thread.start()
-    with subprocess.Popen(["sleep", "30"]) as proc:  # stands for the spawner's process
+    # Stands for nsenter, whose child the spawner is: it waits for that child.
+    with subprocess.Popen(["sh", "-c", "sleep 30 & wait"]) as proc:
         spawner = Spawner(proc, ours)
         started = time.monotonic()
         with pytest.raises(subprocess.TimeoutExpired):
@@ -188,6 +193,9 @@ def test_a_spawner_that_says_forking_and_then_nothing_is_taken_as_stalled(says: 
         thread.join(timeout=5)
         assert spawner.stalled is bool(says)
         spawner.close()
+        # A stalled spawner is killed (it would not see the close): its parent then ends by
+        # itself; one that is not stalled is left to exit, and its parent is killed at 1 s.
+        assert proc.returncode == (0 if says else -signal.SIGKILL)
     for channel in held:
         channel.close()
     theirs.close()

@@ -189,6 +189,9 @@ class _Box:
     cannot run, or once it is gone: one-offs then go through the exec chain."""
     spawner_lock: threading.Lock = field(default_factory=threading.Lock)
     """Held while a spawner found gone is dropped (two threads' one-offs must not close it twice)."""
+    respawn: bool = False
+    """The spawner was dropped while the box lives on (it stalled): the next reset in place
+    starts another, before the agent runs anything."""
 
     def writable(self, sandbox_dir: str) -> Path:
         return self.dir / "w" / sandbox_dir.lstrip("/")
@@ -561,10 +564,11 @@ class _BoxProcesses(Sandbox):
             logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
 
     @staticmethod
-    def _drop_spawner(box: _Box, spawner: Spawner) -> None:
+    def _drop_spawner(box: _Box, spawner: Spawner, *, respawn: bool = False) -> None:
         with box.spawner_lock:
             if box.spawner is spawner:
                 box.spawner = None
+                box.respawn = respawn
                 with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                     spawner.close()
 
@@ -592,7 +596,7 @@ class _BoxProcesses(Sandbox):
             except subprocess.TimeoutExpired:
                 if spawner.stalled:  # held in the middle of a start: the box's next one-offs take the chain
                     logger.debug("local sandbox: the spawner stalled in a start; one-offs go through the exec chain")
-                    self._drop_spawner(box, spawner)
+                    self._drop_spawner(box, spawner, respawn=True)
                 raise
         return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, in_sandbox=True)

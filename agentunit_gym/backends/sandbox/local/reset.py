@@ -172,6 +172,9 @@ class _ResetInPlace(_AgentShell):
         self._fault("reset.shell")
         box.shell = self._take_next_shell(box) or self._shell_ready(box)
         self._launch_next_shell(box)
+        if box.respawn and box.spawner is None:  # dropped when it stalled: the box gets one again
+            box.respawn = False
+            self._start_spawner(box)
         return True
 
     def _root_ids(self) -> tuple[int, int]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
+from agentunit_gym.backends.sandbox.local.procfs import _children_ints
 
 PYTHON = "/usr/bin/python3"
 """The spawner's interpreter, inside the box: the host's system Python, bound read-only."""
@@ -271,7 +272,13 @@ class Spawner:
                 theirs.close()
 
     def close(self) -> None:
-        """Close our end (the spawner then exits) and reap its process (its box going down kills it)."""
+        """Close our end (the spawner then exits) and reap the process we started for it
+        (``nsenter``, whose child it is; its box going down kills it). A stalled spawner is
+        killed first: held in a start, it would not see the close."""
+        if self.stalled:
+            for pid in _children_ints(self.proc.pid):  # nsenter waits for it: the pid is the spawner's
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         self._sock.close()
         try:
             self.proc.wait(timeout=1.0)

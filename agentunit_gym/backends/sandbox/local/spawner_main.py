@@ -7,7 +7,8 @@ join, ``setpriv``, ``nsenter``, ``setpriv`` again, the command). It lives in the
 pid and mount namespaces, which the agent's are children of: the agent cannot see it,
 signal it or reach its socket (an unnamed socket pair with the host). A command's process
 is in the agent's pid namespace from its start to its exec (well under a millisecond): the
-agent may stop or kill it, which fails that one command only.
+agent may kill it, which fails that one command, or stop it, which holds a spawner that
+started it itself (below) until it is killed.
 
 Standard library only, and for any Python 3.9+: the box's ``python3`` is the host's system
 one, not ours.
@@ -55,7 +56,8 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
   command's process group is killed: nothing the host does not follow keeps running; when
   the host closes the spawner's socket, every command still running (and every child not
   yet exec'd) is killed and the spawner exits. A spawner that dies (killed) closes the
-  channels of what it started (its children close their copies first thing): the host
+  channels of what it started (a forked child closes its copies first thing, a command
+  started directly holds none after its exec): the host
   then kills those commands itself, and reads a channel closed without a word as a command
   killed, never as one to run again.
 """
@@ -75,7 +77,7 @@ import time
 from typing import Any
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 38, 47, 4
 FDS = 7
 """The fds of a request: channel, output, /dev/null, mount ns, IPC ns, pid ns, root."""
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
@@ -84,6 +86,10 @@ REPORT_TIMEOUT_S = 10.0
 agent can see it and stop it meanwhile: then it is killed, and only this command fails)."""
 REAP_RETRY_S = 0.5
 """How often a command that ended is looked at again while a tracer (the agent) holds it."""
+
+
+class _NotStarted(Exception):
+    """The spawner could not get ready to start a command (its ``__cause__`` says why): nothing ran."""
 
 
 def _check(ret: int, libc: ctypes.CDLL, what: str) -> None:
@@ -302,7 +308,10 @@ class _Spawner:
         """Cut our own bounding set to ``caps`` (once: it cannot grow back), and set what an exec
         from us keeps: no ambient capabilities, no new privileges. Our own capabilities stay
         (we still enter namespaces); a command we start gets ``caps`` at its exec. False when
-        the set was cut to other ``caps`` before: then a child cuts it (_become)."""
+        the set was cut to more than ``caps`` before: then a child cuts it further (_become).
+
+        Raises:
+            OSError: ``caps`` holds one given up before (the request gets ``error``)."""
         keep = frozenset(caps)
         if self.bounded is None:
             for cap in range(self.last_cap + 1):
@@ -312,6 +321,8 @@ class _Spawner:
                    "clear ambient capabilities")
             _check(self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), self.libc, "no new privileges")
             self.bounded = keep
+        if keep - self.bounded:  # no child of ours can have them any more: said, the chain runs it
+            raise OSError(f"capabilities {sorted(keep - self.bounded)} were given up for good")
         return self.bounded == keep
 
     def _enter(self, ipc: int, mnt: int, root: int) -> None:
@@ -335,10 +346,13 @@ class _Spawner:
             return
         popen = None
         try:
-            self._enter(ipc, mnt, root)
             try:
-                if req.get("oom") is not None:
-                    os.pwrite(self.oom_fd, str(int(req["oom"])).encode(), 0)
+                try:
+                    self._enter(ipc, mnt, root)
+                    if req.get("oom") is not None:
+                        os.pwrite(self.oom_fd, str(int(req["oom"])).encode(), 0)
+                except OSError as exc:  # nothing was started (we may be half in: the finally brings us back)
+                    raise _NotStarted(exc) from exc
                 popen = subprocess.Popen(argv, stdin=null, stdout=out, stderr=out, cwd=cwd, env=req["env"],
                                          close_fds=True, restore_signals=True, process_group=0)
             finally:
@@ -346,10 +360,17 @@ class _Spawner:
                     self._enter(*self.own)
                     os.pwrite(self.oom_fd, self.own_oom, 0)
                 except OSError:  # never serve from the agent's namespaces: gone, the host uses the chain
+                    if popen is not None:  # nobody would follow it
+                        _kill_group(popen.pid)
+                        os.kill(popen.pid, signal.SIGKILL)
                     self._kill_all()
                     os._exit(1)
+        except _NotStarted as exc:
+            _send(channel, b"error " + repr(exc.__cause__).encode(errors="replace")[:4000])
+            channel.close()
+            return
         except OSError as exc:
-            if exc.filename is None or popen is not None:  # the fork failed, or we could not enter: nothing ran
+            if exc.filename is None:  # the fork failed: nothing ran
                 _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
             elif exc.filename == cwd and exc.filename != argv[0]:  # as nsenter says it: the command did not run
                 os.write(out, f"nsenter: cannot open current working directory: {exc.strerror}\n".encode())
@@ -371,6 +392,7 @@ class _Spawner:
                 registered.append(fd)
         except OSError:  # out of fds: it goes, and reads as killed (it has run)
             _kill_group(pid)
+            os.kill(pid, signal.SIGKILL)  # ours, not reaped yet: never another process
             self.orphans.add(pid)
             for fd in registered:
                 self.sel.unregister(fd)
@@ -475,6 +497,14 @@ def _serve(sock: socket.socket) -> None:
     spawner = _Spawner(sock)
     os.close(os.pidfd_open(os.getpid()))  # pidfds (Linux 5.3+) or no spawner: the host then uses the chain
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # we wait on our children: never reaped for us
+    # Not dumpable: a core-dumping signal the agent sends a command before its exec (a vfork
+    # child shares our memory) dumps nothing, and before Linux 5.16 would have killed us too;
+    # nor may the agent read our memory through that child. A command's exec makes it dumpable.
+    _check(spawner.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), spawner.libc, "not dumpable")
+    # Everything we use is imported: nothing may be imported later, from the agent's root,
+    # which we are in while we start a command.
+    sys.path[:] = []
+    sys.path_importer_cache.clear()
     gc.disable()  # no collection in a child: it would touch (and copy) every page it forked with
     gc.freeze()
     sock.send(b"ready")
