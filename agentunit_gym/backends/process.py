@@ -14,7 +14,8 @@ give; each does so in one function, with its own deadlines:
   :mod:`agentunit_gym.backends.sandbox.local.box`;
 - the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
 - the local box's spawner (:mod:`agentunit_gym.backends.sandbox.local.spawner_main`), which
-  runs inside a box and forks a child per one-off command there, which execs it (``_become``);
+  runs inside a box and starts each one-off command there itself (``_start_direct``: a vfork
+  from the agent's namespaces), or forks a child that execs it (``_become``);
 - the OS image's supervisor (:mod:`agentunit_gym.images.os.supervisor`), which runs inside
   the container, not in the library's process.
 
