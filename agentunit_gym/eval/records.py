@@ -1,10 +1,11 @@
 """A run's files: ``episodes.jsonl`` (one record per finished episode), ``traces/``, ``config.json``,
 and what a resume reads back.
 
-Every finished episode is written as it finishes (its trace, then its line, flushed; the
-evaluator does it on a thread of its own, and the env copy that ran the episode starts its
-next one once they are flushed), so an interrupted run resumes where it stopped; a torn
-last line is skipped on reading.
+Every finished episode is written as it finishes (its trace, then its line, flushed; in a
+local run the evaluator writes the episodes that ran to their end on a thread of its own,
+and the env copy that ran one starts its next once they are flushed; errors are written
+from its loop, and with ``--ray`` the driver writes what its nodes return), so an
+interrupted run resumes where it stopped; a torn last line is skipped on reading.
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ def _ends_with_newline(path: Path) -> bool:
 
 class RecordWriter:
     """Appends records and traces; every record is flushed to the OS before its env copy's
-    next episode (the other copies' episodes go on while it is written).
+    next episode (on the evaluator's records thread the other copies' episodes go on while
+    it is written).
 
     Flushed, not fsynced: a killed process loses nothing that was flushed (the kernel holds
     it), while an fsync per episode was measured at ~4 ms here (it commits the new trace
