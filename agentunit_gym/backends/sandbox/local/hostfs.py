@@ -54,7 +54,7 @@ def _chown_tree(path: Path, uid: int) -> None:
 
 
 
-def _read_small_file(path: Path, limit: int = 1 << 16) -> bytes:
+def _read_small_file(path: str | os.PathLike[str], limit: int = 1 << 16) -> bytes:
     """At most ``limit`` bytes of a regular file the sandbox can write, read on the host: never
     through a symlink the agent planted (to a host file, ``/dev/zero``, a FIFO that would block).
 

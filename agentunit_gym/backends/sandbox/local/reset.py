@@ -30,6 +30,7 @@ from agentunit_gym.backends.sandbox.local.etc_template import (
 )
 from agentunit_gym.backends.sandbox.local.hostfs import (
     _drop_xattrs,
+    _read_small_file,
     _rmtree,
 )
 from agentunit_gym.backends.sandbox.local.isolation import (
@@ -221,11 +222,7 @@ class _ResetInPlace(_AgentShell):
             data = payload if isinstance(payload, bytes) else payload.encode()
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(data):
                 return False
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                return os.read(fd, len(data) + 1) == data
-            finally:
-                os.close(fd)
+            return _read_small_file(path, len(data) + 1) == data
 
         def clear(host: str, rel: str) -> None:
             nonlocal trash, moved

@@ -88,8 +88,9 @@ REAP_RETRY_S = 0.5
 """How often a command that ended is looked at again while a tracer (the agent) holds it."""
 
 
-class _NotStarted(Exception):
-    """The spawner could not get ready to start a command (its ``__cause__`` says why): nothing ran."""
+def _error(exc: BaseException) -> bytes:
+    """``error <text>`` for ``exc``: said when nothing ran."""
+    return b"error " + repr(exc).encode(errors="replace")[:4000]
 
 
 def _check(ret: int, libc: ctypes.CDLL, what: str) -> None:
@@ -257,7 +258,7 @@ class _Spawner:
                 return
             read_end, write_end = os.pipe()
         except Exception as exc:  # noqa: BLE001 - a bad request: said, nothing started
-            _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
+            _send(channel, _error(exc))
             channel.close()
             return
         try:
@@ -275,7 +276,7 @@ class _Spawner:
                 _become(req, fds, self.libc, self.last_cap, write_end)
             except BaseException as exc:  # noqa: BLE001 - any failure goes to the host, which runs it another way
                 try:
-                    os.write(write_end, b"error " + repr(exc).encode(errors="replace")[:4000])
+                    os.write(write_end, _error(exc))
                 except OSError:
                     pass
             os._exit(0)
@@ -283,26 +284,35 @@ class _Spawner:
         with contextlib.suppress(OSError):  # its own group from now on (it makes it too): a kill reaches it
             os.setpgid(pid, pid)
         os.set_blocking(read_end, False)  # read as far as it goes, never waited on (_drain)
-        command = _Command(pid, -1, channel, read_end)
+        self._follow(_Command(pid, -1, channel, read_end))
+
+    def _follow(self, command: _Command) -> bool:
+        """Follow ``command`` (its report pipe, if any, its pidfd, its channel) in the loop;
+        False when it cannot be followed (out of fds): it is killed and reads as killed (it
+        may have run already)."""
+        pid = command.pid
         registered: list[int] = []
         try:
             command.pidfd = os.pidfd_open(pid)
-            for fd, kind in ((read_end, "report"), (command.pidfd, "exit"), (channel.fileno(), "channel")):
-                self.sel.register(fd, selectors.EVENT_READ, (kind, command))
-                registered.append(fd)
-        except OSError:  # out of fds: it goes, and reads as killed (it may have run already)
+            watched = ((command.report, "report"), (command.pidfd, "exit"), (command.channel.fileno(), "channel"))
+            for fd, kind in watched:
+                if fd is not None:
+                    self.sel.register(fd, selectors.EVENT_READ, (kind, command))
+                    registered.append(fd)
+        except OSError:
             _kill_group(pid)
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)  # ours, not reaped yet: never another process
             self.orphans.add(pid)
             for fd in registered:
                 self.sel.unregister(fd)
-            for fd in (read_end, command.pidfd):
-                if fd >= 0:
+            for fd in (command.report, command.pidfd):
+                if fd is not None and fd >= 0:
                     os.close(fd)
-            _send(channel, b"exit -9")
-            channel.close()
-            return
+            _send(command.channel, b"exit -9")
+            command.channel.close()
+            return False
         self.commands.add(command)
+        return True
 
     def _bound(self, caps: "list[int]") -> bool:
         """Cut our own bounding set to ``caps`` (once: it cannot grow back), and set what an exec
@@ -344,66 +354,49 @@ class _Spawner:
         except OSError:  # the host gave up on it: it never runs
             channel.close()
             return
-        popen = None
+        popen, entered, failure = None, False, None
         try:
-            try:
-                try:
-                    self._enter(ipc, mnt, root)
-                    if req.get("oom") is not None:
-                        os.pwrite(self.oom_fd, str(int(req["oom"])).encode(), 0)
-                except OSError as exc:  # nothing was started (we may be half in: the finally brings us back)
-                    raise _NotStarted(exc) from exc
-                popen = subprocess.Popen(argv, stdin=null, stdout=out, stderr=out, cwd=cwd, env=req["env"],
-                                         close_fds=True, restore_signals=True, process_group=0)
-            finally:
-                try:
-                    self._enter(*self.own)
-                    os.pwrite(self.oom_fd, self.own_oom, 0)
-                except OSError:  # never serve from the agent's namespaces: gone, the host uses the chain
-                    if popen is not None:  # nobody would follow it
-                        _kill_group(popen.pid)
-                        os.kill(popen.pid, signal.SIGKILL)
-                    self._kill_all()
-                    os._exit(1)
-        except _NotStarted as exc:
-            _send(channel, b"error " + repr(exc.__cause__).encode(errors="replace")[:4000])
-            channel.close()
-            return
+            self._enter(ipc, mnt, root)
+            if req.get("oom") is not None:
+                os.pwrite(self.oom_fd, str(int(req["oom"])).encode(), 0)
+            entered = True
+            popen = subprocess.Popen(argv, stdin=null, stdout=out, stderr=out, cwd=cwd, env=req["env"],
+                                     close_fds=True, restore_signals=True, process_group=0)
         except OSError as exc:
-            if exc.filename is None:  # the fork failed: nothing ran
-                _send(channel, b"error " + repr(exc).encode(errors="replace")[:4000])
-            elif exc.filename == cwd and exc.filename != argv[0]:  # as nsenter says it: the command did not run
-                os.write(out, f"nsenter: cannot open current working directory: {exc.strerror}\n".encode())
+            failure = exc
+        finally:  # back, also from half way in
+            self._leave(popen)
+        if popen is None:
+            assert failure is not None
+            if not entered or failure.filename is None:  # we could not enter, or the fork failed: nothing ran
+                _send(channel, _error(failure))
+            elif failure.filename == cwd and failure.filename != argv[0]:  # as nsenter says it: it did not run
+                os.write(out, f"nsenter: cannot open current working directory: {failure.strerror}\n".encode())
                 _send(channel, b"done 1")
             else:  # it did not run: as setpriv, the chain's last step, says it
-                os.write(out, f"setpriv: failed to execute {argv[0]}: {exc.strerror}\n".encode(errors="replace"))
-                _send(channel, b"done %d" % (127 if isinstance(exc, FileNotFoundError) else 126))
+                os.write(out, f"setpriv: failed to execute {argv[0]}: {failure.strerror}\n".encode(errors="replace"))
+                _send(channel, b"done %d" % (127 if isinstance(failure, FileNotFoundError) else 126))
             channel.close()
             return
-        pid = popen.pid
         popen.returncode = 0  # followed here, by its pidfd: subprocess must never wait on its pid
-        command = _Command(pid, -1, channel, None)
-        command.deadline = float("inf")
-        registered: list[int] = []
+        command = _Command(popen.pid, -1, channel, None)
+        command.deadline, command.started = float("inf"), True
+        if self._follow(command):
+            _send(channel, b"started", (command.pidfd,))
+
+    def _leave(self, started: "subprocess.Popen[bytes] | None") -> None:
+        """Back to our own namespaces, root and OOM score. A spawner that cannot come back
+        exits (it never serves from the agent's), killing ``started`` and what it runs first:
+        nobody would follow them."""
         try:
-            command.pidfd = os.pidfd_open(pid)
-            for fd, kind in ((command.pidfd, "exit"), (channel.fileno(), "channel")):
-                self.sel.register(fd, selectors.EVENT_READ, (kind, command))
-                registered.append(fd)
-        except OSError:  # out of fds: it goes, and reads as killed (it has run)
-            _kill_group(pid)
-            os.kill(pid, signal.SIGKILL)  # ours, not reaped yet: never another process
-            self.orphans.add(pid)
-            for fd in registered:
-                self.sel.unregister(fd)
-            if command.pidfd >= 0:
-                os.close(command.pidfd)
-            _send(channel, b"exit -9")
-            channel.close()
-            return
-        command.started = True
-        self.commands.add(command)
-        _send(channel, b"started", (command.pidfd,))
+            self._enter(*self.own)
+            os.pwrite(self.oom_fd, self.own_oom, 0)
+        except OSError:
+            if started is not None:
+                _kill_group(started.pid)
+                os.kill(started.pid, signal.SIGKILL)
+            self._kill_all()
+            os._exit(1)
 
     def _read_report(self, command: _Command) -> None:
         if self._drain(command) == "eof":
