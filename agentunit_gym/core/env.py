@@ -103,16 +103,22 @@ def is_tool_call(reply: str) -> bool:
 
 
 def without_grammar(prompt: str, grammar: str) -> str:
-    """``prompt`` with the reply grammar taken out (the blank lines around it closed up).
+    """``prompt`` with the reply grammar taken out (the blank lines around it closed up); a
+    prompt that never states the grammar (a third-party env may leave it to the system
+    message) is returned as is.
 
     Raises:
-        ConfigError: the prompt does not state the grammar verbatim, so it cannot be taken out.
+        ConfigError: the prompt states part of the grammar (one of its lines) but not all of
+            it verbatim, so it cannot be taken out.
     """
     if not grammar:
         return prompt
     if grammar not in prompt:
-        raise ConfigError("tool-calls-only mode: the env's first observation does not contain its grammar "
-                          "verbatim, so it cannot be left out; the domain env must state info['grammar'] as is.")
+        if any(len(line.strip()) >= 12 and line.strip() in prompt for line in grammar.splitlines()):
+            raise ConfigError("tool-calls-only mode: the env's first observation states part of its grammar but "
+                              "not all of it verbatim, so it cannot be left out; the domain env must state "
+                              "info['grammar'] as is.")
+        return prompt
     head, _, tail = prompt.partition(grammar)
     head, tail = head.rstrip(), tail.lstrip()
     return f"{head}\n\n{tail}" if head and tail else head + tail

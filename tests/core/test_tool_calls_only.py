@@ -77,11 +77,14 @@ def test_json_in_the_message_content_is_not_a_tool_call() -> None:
         assert info["step"] == 2  # the reply without a call took a turn, as AgentBench FC's round loop does
 
 
-def test_without_grammar_closes_up_and_refuses_a_paraphrase() -> None:
+def test_without_grammar_closes_up_and_refuses_a_partial_copy() -> None:
     assert without_grammar("Intro.\n\nGRAMMAR\nmore\n\nTask: x", "GRAMMAR\nmore") == "Intro.\n\nTask: x"
     assert without_grammar("GRAMMAR\n\nTask: x", "GRAMMAR") == "Task: x"
+    # A prompt that never states the grammar (a third-party env leaving it to the system message) is kept.
+    assert without_grammar("Task: Say 42.", "Act: echo(<text>) or Act: answer(<text>)") == "Task: Say 42."
+    # One that states a line of it but not all of it verbatim cannot be cleaned: refused.
     with pytest.raises(ConfigError, match="verbatim"):
-        without_grammar("Intro. Reply like so.", "GRAMMAR")
+        without_grammar("Intro.\nReply with Act: bash\n\nTask: x", "Reply with Act: bash\nor Act: answer(X)")
 
 
 def test_a_batch_of_copies_in_tool_calls_only_mode_takes_calls_and_answers_garbage() -> None:

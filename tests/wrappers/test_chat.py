@@ -17,6 +17,7 @@ from agentunit_gym.wrappers import ChatMessages, make_eval_env
 from tests.core.toy import ToyEnv
 
 ECHO = '{"name": "echo", "arguments": {"text": "hi"}}'
+NO_CALL_FEEDBACK = "Invalid format: No executable tool calls found. Please call a tool instead."
 ANSWER = '{"name": "answer", "arguments": {"text": "42"}}'
 
 
@@ -29,8 +30,10 @@ def test_full_mode_gives_the_whole_conversation_with_tool_calls() -> None:
     messages, reward, terminated, _, _ = env.step(ECHO)
     assert messages[-2]["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "hi"}'}
     assert messages[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "hi"}
-    messages, *_ = env.step("Act: echo(plain)")  # a text reply: a text message, answered by a user message
-    assert messages[-2:] == [{"role": "assistant", "content": "Act: echo(plain)"}, {"role": "user", "content": "plain"}]
+    # A text reply: a text message, not run (tools style is tool-calls-only), answered by a user message.
+    messages, *_ = env.step("Act: echo(plain)")
+    assert messages[-2:] == [{"role": "assistant", "content": "Act: echo(plain)"},
+                             {"role": "user", "content": NO_CALL_FEEDBACK}]
     messages, reward, terminated, _, _ = env.step(ANSWER)
     assert terminated and reward == 1.0
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user",
