@@ -108,3 +108,28 @@ def test_a_batch_of_copies_in_tool_calls_only_mode_takes_calls_and_answers_garba
         assert info["step"].tolist() == [2, 2, 2, 2]
     finally:
         envs.close()
+
+
+def test_gym_make_takes_the_action_format_and_refuses_an_unknown_one() -> None:
+    with _env("db") as text_env, gym.make("AgentUnit/DB-v0", backend="sqlite", action_format="tools") as tools_env:
+        assert (agent_env(text_env).action_format, agent_env(tools_env).action_format) == ("text", "tools")
+        assert agent_env(tools_env).tool_calls_only
+        # The oracle writes the env's format unless told otherwise.
+        tools_env.reset(seed=0)
+        step = agent_env(tools_env).task.reference_solution[0]  # type: ignore[union-attr]
+        assert json.loads(agent_env(tools_env).render_action(step))["name"] == step.tool
+        assert agent_env(tools_env).render_action(step, "react").startswith("Action: Operation")
+        text_env.reset(seed=0)
+        assert agent_env(text_env).render_action(step).startswith("Action: Operation")
+    with pytest.raises(ConfigError, match="action_format must be 'text' or 'tools', got 'json'"):
+        gym.make("AgentUnit/DB-v0", backend="sqlite", action_format="json")
+
+
+def test_under_the_terminate_policy_only_a_reply_without_a_call_goes_on() -> None:
+    with gym.make("AgentUnit/DB-v0", backend="sqlite", action_format="tools", invalid_action="terminate") as env:
+        env.reset(seed=0)
+        _, _, terminated, _, info = env.step("SELECT 1;")
+        assert (info["action_error"]["issue"], terminated) == ("no_call", False)
+        _, _, terminated, _, info = env.step('{"name": "drop_table", "arguments": {}}')
+        assert (info["action_error"]["issue"], terminated) == ("unknown_tool", True)
+        assert info["finish_reason"] == "invalid_action"

@@ -122,3 +122,13 @@ def test_check_env_passes_on_every_registered_env(env_id: str, backend: str) -> 
     assert env.observation_space.contains(messages) and messages[-1]["role"] == "user"
     assert messages[0]["role"] == "system" and len(messages) > 2  # each domain has a worked example
     env.close()
+
+
+def test_tools_style_puts_the_env_in_tool_calls_only_mode_and_react_style_refuses_it() -> None:
+    env = ChatMessages(ToyEnv())
+    assert env.unwrapped.tool_calls_only  # type: ignore[attr-defined]
+    messages, info = env.reset(options={"task_id": "t1"})
+    assert info["grammar"] == "" and "Act:" not in messages[0]["content"]
+    assert not ChatMessages(ToyEnv(), style="react").unwrapped.tool_calls_only  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="style 'react' over an env in tool-calls-only mode"):
+        ChatMessages(ToyEnv(action_format="tools"), style="react")
