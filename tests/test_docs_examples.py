@@ -59,6 +59,10 @@ COMMAND = re.compile(r"^\s*(\$ )?(agentunit-gym|python|pip|pytest|bash|git|curl|
 SHOWN_PRINT = re.compile(r"^\s*print\(.*\)\s+#\s*\S")
 """A ``print(...)`` followed by a comment: a printed value shown in the page."""
 
+STARTS_PROCESSES = re.compile(r'AsyncVectorEnv|vectorization_mode="async"|multiprocessing|ProcessPool|context="spawn"')
+"""Code that starts Python processes, which may import the example's file again (spawn and
+forkserver, the defaults on macOS and from Python 3.14)."""
+
 DEADLINE = 120.0
 """Seconds a block may run; a hang (say, spawned processes without a ``__main__`` guard) is
 killed at this deadline and fails."""
@@ -231,6 +235,13 @@ def test_shown_printed_values_are_checked() -> None:
     unchecked = [f"{b.name}: {line.strip()}" for b in RUNNABLE if b.kind == "python" and b.output is None
                  for line in b.code.splitlines() if SHOWN_PRINT.match(line)]
     assert unchecked == [], f"add the output after the block ({OUTPUT} and a ```text block)"
+
+
+def test_examples_that_start_processes_have_a_main_guard() -> None:
+    # On Linux with Python < 3.14 (fork) they would pass here and hang on a user's Mac.
+    unguarded = [b.name for b in RUNNABLE if b.kind == "python" and STARTS_PROCESSES.search(b.code)
+                 and 'if __name__ == "__main__":' not in b.prelude + b.code]
+    assert unguarded == [], 'put the example under `if __name__ == "__main__":`'
 
 
 # -- the examples ----------------------------------------------------------------------------

@@ -5,7 +5,6 @@ Every registered domain, on its embedded backend."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -134,12 +133,3 @@ def test_under_the_terminate_policy_only_a_reply_without_a_call_goes_on() -> Non
         _, _, terminated, _, info = env.step('{"name": "drop_table", "arguments": {}}')
         assert (info["action_error"]["issue"], terminated) == ("unknown_tool", True)
         assert info["finish_reason"] == "invalid_action"
-
-
-def test_the_example_in_docs_core_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "core.md").read_text(encoding="utf-8")
-    section = doc.split("## Tool-calls-only mode\n", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
-    exec(compile(block, "docs/core.md (Tool-calls-only mode)", "exec"), {"__name__": "docs_core"})
-    expected = [line.split("  # ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
-    assert capsys.readouterr().out.splitlines() == expected
