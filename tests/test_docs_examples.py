@@ -336,3 +336,30 @@ def test_a_hang_is_killed_and_fails(tmp_path: Path) -> None:
     block = Block(tmp_path / "p.md", 1, "python", code, "")
     with pytest.raises(pytest.fail.Exception, match=r"p\.md:1 did not end within 3 s and was killed"):
         run_block(block, tmp_path, deadline=3)
+
+
+# -- a sample the pages show from a server, which no block can run ---------------------------
+
+
+def test_the_health_answer_in_serving_md_is_the_servers() -> None:
+    """docs/serving.md shows what ``curl /health`` prints for ``serve --env DB-v0 --backend sqlite``
+    (a block that serves until Ctrl-C, so not run): the same server, started here, answers it."""
+    import json
+    import time
+    import urllib.request
+
+    from agentunit_gym.serve.server import ServeConfig, start_server
+
+    page = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    found = re.search(r"^curl -s http://127\.0\.0\.1:8000/health\n((?:# .*\n)+)", page, re.MULTILINE)
+    assert found is not None, "docs/serving.md lost its /health sample"
+    shown = json.loads("".join(line[2:] for line in found.group(1).splitlines()))
+    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0)) as running:
+        deadline = time.monotonic() + 60
+        while True:  # the warm copies are built in the background: wait for the pool to fill
+            with urllib.request.urlopen(f"{running.url}/health", timeout=30) as response:
+                answer = json.load(response)
+            if answer["sessions"]["warm"] >= shown["sessions"]["warm"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert answer == shown
