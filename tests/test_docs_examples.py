@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,6 +222,11 @@ def test_markers_stand_before_runnable_blocks() -> None:
     misplaced = [f"{b.name}: {b.before}" for b in BLOCKS
                  if b.kind is None and (b.before in (CONTINUES,) or NOT_RUN.match(b.before))]
     misplaced += [f"{b.name}: nothing above to continue" for b in BLOCKS if b.before == CONTINUES and not b.prelude]
+    misplaced += [f"{b.name}: an output no run checks" for b in BLOCKS
+                  if b.output is not None and (b.kind is None or b.reason is not None)]
+    outputs = sum(page.read_text(encoding="utf-8").count(OUTPUT) for page in PAGES)
+    if outputs != sum(b.output is not None for b in BLOCKS):
+        misplaced.append(f"{OUTPUT} belongs right after a block's closing fence, before the output's block")
     assert misplaced == [], "a marker belongs before a python or shell block"
 
 
@@ -331,11 +337,21 @@ def test_a_shell_block_runs_the_checkout_under_test(tmp_path: Path) -> None:
 
 
 def test_a_hang_is_killed_and_fails(tmp_path: Path) -> None:
-    # A parent that waits forever on a child it started: both go at the deadline.
-    code = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+    # A parent that waits forever on a child it started (as the pickling example did on a
+    # spawned child): both go at the deadline.
+    child = tmp_path / "child.pid"
+    code = ("import subprocess, sys\n"
+            "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+            f"open({str(child)!r}, 'w').write(str(sleeper.pid))\n"
+            "sleeper.wait()\n")
     block = Block(tmp_path / "p.md", 1, "python", code, "")
-    with pytest.raises(pytest.fail.Exception, match=r"p\.md:1 did not end within 3 s and was killed"):
-        run_block(block, tmp_path, deadline=3)
+    with pytest.raises(pytest.fail.Exception, match=r"p\.md:1 did not end within 10 s and was killed"):
+        run_block(block, tmp_path, deadline=10)
+    status = Path(f"/proc/{child.read_text()}/stat")
+    deadline = time.monotonic() + 30
+    while status.exists() and status.read_text().split(") ")[-1][:1] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)  # SIGKILL is delivered, not awaited: wait for the child to be gone
+    assert not status.exists() or status.read_text().split(") ")[-1][:1] == "Z", "the child outlived the deadline"
 
 
 # -- a sample the pages show from a server, which no block can run ---------------------------
@@ -345,7 +361,6 @@ def test_the_health_answer_in_serving_md_is_the_servers() -> None:
     """docs/serving.md shows what ``curl /health`` prints for ``serve --env DB-v0 --backend sqlite``
     (a block that serves until Ctrl-C, so not run): the same server, started here, answers it."""
     import json
-    import time
     import urllib.request
 
     from agentunit_gym.serve.server import ServeConfig, start_server
