@@ -21,7 +21,11 @@ and after it:
 - ``<!-- output of the block above -->`` and then a fenced block: what the block prints. The
   real output must match it, doctest-style: ``...`` stands for any text, trailing spaces and
   blank lines at the end do not count. A Python block that shows printed values in comments
-  (``print(x)  # 42``) must have one, so a sample output in a page is always checked.
+  (``print(x)  # 42``) must have one, so a sample output in a page is always checked; a bare
+  expression (``result.rows``), which shows nothing in a file, fails: print it.
+
+Python blocks that start processes (async vector envs, ``multiprocessing``) need an
+``if __name__ == "__main__":`` guard: spawned children import the file again.
 
 An untagged block that starts with a command (``agentunit-gym``, ``python``, ``pip`` ...) fails:
 tag it ``bash`` (marked if it cannot run) so it is either run or says why not.
@@ -29,6 +33,7 @@ tag it ``bash`` (marked if it cannot run) so it is either run or says why not.
 
 from __future__ import annotations
 
+import ast
 import doctest
 import os
 import re
@@ -241,6 +246,14 @@ def test_shown_printed_values_are_checked() -> None:
     unchecked = [f"{b.name}: {line.strip()}" for b in RUNNABLE if b.kind == "python" and b.output is None
                  for line in b.code.splitlines() if SHOWN_PRINT.match(line)]
     assert unchecked == [], f"add the output after the block ({OUTPUT} and a ```text block)"
+
+
+def test_no_value_is_left_unprinted() -> None:
+    # A bare expression (`result.rows`) shows its value at a prompt and nothing in a file.
+    bare = [f"{b.name}: {ast.unparse(node)}" for b in RUNNABLE if b.kind == "python"
+            for node in ast.walk(ast.parse(b.code)) if isinstance(node, ast.Expr)
+            and not isinstance(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.Constant))]
+    assert bare == [], "print the value (and show the output after the block)"
 
 
 def test_examples_that_start_processes_have_a_main_guard() -> None:
