@@ -47,6 +47,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.clitools import default_sigint
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 
@@ -370,24 +372,48 @@ def test_a_hang_is_killed_and_fails(tmp_path: Path) -> None:
 # -- a sample the pages show from a server, which no block can run ---------------------------
 
 
-def test_the_health_answer_in_serving_md_is_the_servers() -> None:
-    """docs/serving.md shows what ``curl /health`` prints for ``serve --env DB-v0 --backend sqlite``
-    (a block that serves until Ctrl-C, so not run): the same server, started here, answers it."""
+def test_the_serve_example_in_serving_md_prints_and_answers_what_the_page_shows(tmp_path: Path) -> None:
+    """docs/serving.md shows what ``agentunit-gym serve --env DB-v0 --backend sqlite`` prints and what
+    ``curl /health`` answers; the block serves until Ctrl-C, so it is not run as a file. Here the
+    same command runs (on a port the system picks), and its banner and /health answer are the page's."""
     import json
+    import selectors
+    import shlex
     import urllib.request
 
-    from agentunit_gym.serve.server import ServeConfig, start_server
-
     page = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
-    found = re.search(r"^curl -s http://127\.0\.0\.1:8000/health\n((?:# .*\n)+)", page, re.MULTILINE)
-    assert found is not None, "docs/serving.md lost its /health sample"
-    shown = json.loads("".join(line[2:] for line in found.group(1).splitlines()))
-    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0)) as running:
-        deadline = time.monotonic() + 60
+    found = re.search(r"^(agentunit-gym serve .*)\n# (.*)\ncurl -s (http://127\.0\.0\.1:8000)/health\n((?:# .*\n)+)",
+                      page, re.MULTILINE)
+    assert found is not None, "docs/serving.md lost its serve and /health sample"
+    command, banner, url, health = found.groups()
+    shown = json.loads("".join(line[2:] for line in health.splitlines()))
+    arguments = shlex.split(command)[1:]
+    arguments[arguments.index("--port") + 1] = "0"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        server = subprocess.Popen([sys.executable, "-m", "agentunit_gym", *arguments], cwd=tmp_path, env=environment,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                  preexec_fn=default_sigint)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(server.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+            assert selector.select(timeout=DEADLINE), (tmp_path / "stderr.txt").read_text()[-3000:]
+        printed = server.stdout.readline()  # type: ignore[union-attr]
+        want = banner.replace(url, "http://127.0.0.1:...") + "\n"
+        assert doctest.OutputChecker().check_output(want, printed, doctest.ELLIPSIS), printed
+        served = re.search(r"http://127\.0\.0\.1:\d+", printed)
+        assert served is not None
+        deadline = time.monotonic() + DEADLINE
         while True:  # the warm copies are built in the background: wait for the pool to fill
-            with urllib.request.urlopen(f"{running.url}/health", timeout=30) as response:
+            with urllib.request.urlopen(f"{served.group(0)}/health", timeout=30) as response:
                 answer = json.load(response)
             if answer["sessions"]["warm"] >= shown["sessions"]["warm"] or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-    assert answer == shown
+        assert answer == shown
+        server.send_signal(signal.SIGINT)  # Ctrl-C stops it, as the banner says
+        assert server.wait(timeout=DEADLINE) == 130  # the shell's code for a program ended by Ctrl-C
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
