@@ -15,6 +15,9 @@ What a page writes around a block, on the line before its fence:
   doctests (tests/test_doctests.py).
 - ``<!-- continues the block above -->``: the block is the next step of the page's previous
   runnable block and runs after it, in the same file.
+- ``<!-- runs against: agentunit-gym serve ARGS -->``: the block is a client of that server at
+  ``http://127.0.0.1:8000``; the test starts the server (on a free port, which replaces that
+  address in the block) for the block's run, and stops it with Ctrl-C.
 
 and after it:
 
@@ -34,14 +37,20 @@ tag it ``bash`` (marked if it cannot run) so it is either run or says why not.
 from __future__ import annotations
 
 import ast
+import contextlib
 import doctest
+import json
 import os
 import re
+import selectors
+import shlex
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +68,9 @@ LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "shell",
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
 ANY_NOT_RUN = re.compile(r"<!--\s*not[ -]run", re.IGNORECASE)
 CONTINUES = "<!-- continues the block above -->"
+RUNS_AGAINST = re.compile(r"^<!-- runs against: agentunit-gym serve (?P<arguments>\S.*?) -->$")
+SERVER_ADDRESS = "http://127.0.0.1:8000"
+"""Where a block that runs against a server finds it; the test's server is elsewhere."""
 OUTPUT = "<!-- output of the block above -->"
 
 COMMAND = re.compile(r"^\s*(\$ )?(agentunit-gym|python|pip|pytest|bash|git|curl|export|uv|vf-eval|ray)\b")
@@ -96,6 +108,12 @@ class Block:
     def kind(self) -> str | None:
         """``python`` or ``shell`` for a runnable tag, else None."""
         return LANGUAGES.get(self.language)
+
+    @property
+    def server(self) -> str | None:
+        """The ``agentunit-gym serve`` arguments of the server the block runs against, if any."""
+        found = RUNS_AGAINST.match(self.before)
+        return found.group("arguments") if found else None
 
     @property
     def reason(self) -> str | None:
@@ -162,15 +180,18 @@ def _shims(folder: Path) -> Path:
     return folder
 
 
-def run_block(block: Block, tmp_path: Path, deadline: float = DEADLINE) -> subprocess.CompletedProcess[str]:
-    """Run ``block`` as a file in ``tmp_path/work``; fail if it outlives ``deadline``."""
+def run_block(block: Block, tmp_path: Path, deadline: float = DEADLINE,
+              address: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``block`` as a file in ``tmp_path/work``; fail if it outlives ``deadline``. With
+    ``address``, the block's server address (``http://127.0.0.1:8000``) is replaced by it."""
     work = tmp_path / "work"
     work.mkdir()
     if block.kind == "python":
         script, command = work / "example.py", [sys.executable, "example.py"]
     else:
         script, command = work / "example.sh", ["bash", "-e", "example.sh"]
-    script.write_text(block.prelude + block.code, encoding="utf-8")
+    code = block.prelude + block.code
+    script.write_text(code.replace(SERVER_ADDRESS, address) if address else code, encoding="utf-8")
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
                    "PATH": f"{_shims(tmp_path / 'bin')}{os.pathsep}{os.environ.get('PATH', '')}",
                    "DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}", "COLUMNS": "200",
@@ -227,7 +248,7 @@ def test_every_marker_is_well_formed() -> None:
 
 def test_markers_stand_before_runnable_blocks() -> None:
     misplaced = [f"{b.name}: {b.before}" for b in BLOCKS
-                 if b.kind is None and (b.before in (CONTINUES,) or NOT_RUN.match(b.before))]
+                 if b.kind is None and (b.before == CONTINUES or NOT_RUN.match(b.before) or b.server)]
     misplaced += [f"{b.name}: nothing above to continue" for b in BLOCKS if b.before == CONTINUES and not b.prelude]
     misplaced += [f"{b.name}: an output no run checks" for b in BLOCKS
                   if b.output is not None and (b.kind is None or b.reason is not None)]
@@ -265,12 +286,47 @@ def test_examples_that_start_processes_have_a_main_guard() -> None:
     assert unguarded == [], 'put the example under `if __name__ == "__main__":`'
 
 
+@contextlib.contextmanager
+def serving(arguments: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``agentunit-gym serve ARGUMENTS`` on a port the system picks, as a user starts it: yields its
+    URL and the banner it printed, and stops it with Ctrl-C (exit 130, the shell's code for it)."""
+    words = shlex.split(arguments)
+    if "--port" in words:
+        words[words.index("--port") + 1] = "0"
+    else:
+        words += ["--port", "0"]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
+    log = tmp_path / "server-stderr.txt"
+    with log.open("w") as stderr:
+        server = subprocess.Popen([sys.executable, "-m", "agentunit_gym", "serve", *words], cwd=tmp_path,
+                                  env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                                  text=True, preexec_fn=default_sigint)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(server.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+            assert selector.select(timeout=DEADLINE), f"serve printed nothing in {DEADLINE:.0f} s: {log.read_text()}"
+        banner = server.stdout.readline()  # type: ignore[union-attr]
+        url = re.search(r"https?://[\w.]+:\d+", banner)
+        assert url is not None, f"serve printed no URL: {banner!r} {log.read_text()[-3000:]}"
+        yield url.group(0), banner
+        server.send_signal(signal.SIGINT)  # Ctrl-C stops it, as the banner says
+        assert server.wait(timeout=DEADLINE) == 130, log.read_text()[-3000:]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 # -- the examples ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda block: block.name)
 def test_example_runs(block: Block, tmp_path: Path) -> None:
-    done = run_block(block, tmp_path)
+    if block.server is None:
+        done = run_block(block, tmp_path)
+    else:
+        with serving(block.server, tmp_path) as (url, _):
+            done = run_block(block, tmp_path, address=url)
     assert done.returncode == 0, (f"{block.name} exited with {done.returncode}\n"
                                   f"--- stdout ---\n{done.stdout[-2000:]}\n--- stderr ---\n{done.stderr[-3000:]}")
     if block.output is not None:
@@ -344,6 +400,16 @@ def test_a_block_is_run_and_its_output_checked(tmp_path: Path) -> None:
         check_output(first, "3\n")
 
 
+def test_a_client_block_names_its_server(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- runs against: agentunit-gym serve --env DB-v0 --port 8000 -->\n```python\n"
+                    "print('http://127.0.0.1:8000/health')\n```\n", encoding="utf-8")
+    (block,) = read_blocks(page)
+    assert (block.kind, block.reason, block.server) == ("python", None, "--env DB-v0 --port 8000")
+    done = run_block(block, tmp_path, address="http://127.0.0.1:4321")
+    assert done.stdout == "http://127.0.0.1:4321/health\n"
+
+
 def test_a_shell_block_runs_the_checkout_under_test(tmp_path: Path) -> None:
     block = Block(tmp_path / "p.md", 1, "bash", "agentunit-gym --help >/dev/null\n"
                   "python -c 'import agentunit_gym; print(agentunit_gym.__file__)'\nfalse\necho not reached\n", "")
@@ -376,44 +442,20 @@ def test_the_serve_example_in_serving_md_prints_and_answers_what_the_page_shows(
     """docs/serving.md shows what ``agentunit-gym serve --env DB-v0 --backend sqlite`` prints and what
     ``curl /health`` answers; the block serves until Ctrl-C, so it is not run as a file. Here the
     same command runs (on a port the system picks), and its banner and /health answer are the page's."""
-    import json
-    import selectors
-    import shlex
-    import urllib.request
-
     page = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
-    found = re.search(r"^(agentunit-gym serve .*)\n# (.*)\ncurl -s (http://127\.0\.0\.1:8000)/health\n((?:# .*\n)+)",
+    found = re.search(r"^agentunit-gym serve (.*)\n# (.*)\ncurl -s (http://127\.0\.0\.1:8000)/health\n((?:# .*\n)+)",
                       page, re.MULTILINE)
     assert found is not None, "docs/serving.md lost its serve and /health sample"
-    command, banner, url, health = found.groups()
+    arguments, banner, url, health = found.groups()
     shown = json.loads("".join(line[2:] for line in health.splitlines()))
-    arguments = shlex.split(command)[1:]
-    arguments[arguments.index("--port") + 1] = "0"
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
-    with (tmp_path / "stderr.txt").open("w") as stderr:
-        server = subprocess.Popen([sys.executable, "-m", "agentunit_gym", *arguments], cwd=tmp_path, env=environment,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                  preexec_fn=default_sigint)
-    try:
-        with selectors.DefaultSelector() as selector:
-            selector.register(server.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
-            assert selector.select(timeout=DEADLINE), (tmp_path / "stderr.txt").read_text()[-3000:]
-        printed = server.stdout.readline()  # type: ignore[union-attr]
+    with serving(arguments, tmp_path) as (served, printed):
         want = banner.replace(url, "http://127.0.0.1:...") + "\n"
         assert doctest.OutputChecker().check_output(want, printed, doctest.ELLIPSIS), printed
-        served = re.search(r"http://127\.0\.0\.1:\d+", printed)
-        assert served is not None
         deadline = time.monotonic() + DEADLINE
         while True:  # the warm copies are built in the background: wait for the pool to fill
-            with urllib.request.urlopen(f"{served.group(0)}/health", timeout=30) as response:
+            with urllib.request.urlopen(f"{served}/health", timeout=30) as response:
                 answer = json.load(response)
             if answer["sessions"]["warm"] >= shown["sessions"]["warm"] or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         assert answer == shown
-        server.send_signal(signal.SIGINT)  # Ctrl-C stops it, as the banner says
-        assert server.wait(timeout=DEADLINE) == 130  # the shell's code for a program ended by Ctrl-C
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
