@@ -193,3 +193,10 @@ class InterruptedEpisodeError(EpisodeStateError):
     """``step()`` on an env that was pickled or copied while an episode ran: the episode's
     backend state (the shell, the episode database, the shop session) does not travel with
     the copy, so the copy has no episode until its next ``reset()``."""
+
+
+INFRA_ERRORS: tuple[type[AgentUnitError], ...] = (BackendError, BackendTimeoutError, BackendUnavailableError,
+                                                  ServerBusyError)
+"""The infrastructure's failures under an episode (a backend, an env server, the network), never
+the agent's: the evaluator retries the episode, and a trainer integration reports the episode as
+an error to mask, never as a reward (docs/training.md, "When something fails")."""
