@@ -21,7 +21,7 @@ pytest.importorskip("openenv")  # the serve extra; installed by the test extra i
 
 import agentunit_gym  # noqa: E402,F401
 from agentunit_gym.core.env import AgentEnv  # noqa: E402
-from agentunit_gym.errors import BackendError  # noqa: E402
+from agentunit_gym.errors import BackendError, BackendUnavailableError  # noqa: E402
 from agentunit_gym.serve.server import RunningServer, ServeConfig, start_server  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "training.md"
@@ -107,3 +107,19 @@ def test_the_remote_env_itself_raises_typed_when_the_served_backend_dies(
             env.step(f"Action: Operation\n```sql\n{QUERY}\n```")
     finally:
         env.close()
+
+
+@pytest.mark.slow
+def test_a_server_that_stops_mid_episode_is_no_reward() -> None:
+    running = start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0, warm=0))
+    instance = _docs_class(running.url)()
+    try:
+        assert instance.reset(task_id=TASK_ID)
+        running.stop()  # the server goes away with the session open
+        with pytest.raises((BackendError, BackendUnavailableError)):
+            instance.execute_sql(query=QUERY)
+        assert instance.get_reward() is None and instance.env is None
+    finally:
+        running.stop()
+        if instance.env is not None:
+            instance.env.close()
