@@ -37,7 +37,6 @@ from agentunit_gym.eval.info import (
 )
 from agentunit_gym.wrappers.trace import finished_trace, new_trace, step_record
 
-
 TASK_ERRORS: tuple[type[BaseException], ...] = (TaskFileError,)
 """Errors that are the task's fault (a reference solution that fails on this backend): the
 episode is recorded as ``task_error``, never retried, and the run goes on."""
