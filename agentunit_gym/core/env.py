@@ -71,6 +71,12 @@ logger = logging.getLogger("agentunit_gym")
 
 InvalidPolicy = Literal["continue", "terminate"]
 
+ActionFormat = Literal["text", "tools"]
+"""How the agent writes actions: ``text`` (the domain's ReAct grammar, or a JSON call) or
+``tools`` (tool calls only, :meth:`AgentEnv.require_tool_calls`)."""
+
+ACTION_FORMATS: tuple[str, ...] = ("text", "tools")
+
 TaskSource = str | Path | Sequence[str | Path] | Sequence[TaskSpec] | None
 
 
@@ -97,16 +103,22 @@ def is_tool_call(reply: str) -> bool:
 
 
 def without_grammar(prompt: str, grammar: str) -> str:
-    """``prompt`` with the reply grammar taken out (the blank lines around it closed up).
+    """``prompt`` with the reply grammar taken out (the blank lines around it closed up); a
+    prompt that never states the grammar (a third-party env may leave it to the system
+    message) is returned as is.
 
     Raises:
-        ConfigError: the prompt does not state the grammar verbatim, so it cannot be taken out.
+        ConfigError: the prompt states part of the grammar (one of its lines) but not all of
+            it verbatim, so it cannot be taken out.
     """
     if not grammar:
         return prompt
     if grammar not in prompt:
-        raise ConfigError("tool-calls-only mode: the env's first observation does not contain its grammar "
-                          "verbatim, so it cannot be left out; the domain env must state info['grammar'] as is.")
+        if any(len(line.strip()) >= 12 and line.strip() in prompt for line in grammar.splitlines()):
+            raise ConfigError("tool-calls-only mode: the env's first observation states part of its grammar but "
+                              "not all of it verbatim, so it cannot be left out; the domain env must state "
+                              "info['grammar'] as is.")
+        return prompt
     head, _, tail = prompt.partition(grammar)
     head, tail = head.rstrip(), tail.lstrip()
     return f"{head}\n\n{tail}" if head and tail else head + tail
@@ -124,6 +136,10 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"`` (``"dev"`` for AgentBench's data): the suite
             restricted to the tasks of that split (docs/tasks.md, "Splits"); None for all.
+        action_format: ``"text"`` (default): a reply is the domain's text grammar or a JSON
+            tool call. ``"tools"``: tool calls only, as under ``eval --protocol agentbench-fc``
+            (:meth:`require_tool_calls`): no text grammar in what the agent is sent, and a
+            reply without a tool call is answered, never run.
 
     Raises:
         ConfigError: an unknown option value, or a split no task of the suite is in.
@@ -147,6 +163,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
     ) -> None:
         if invalid_action not in ("continue", "terminate"):
             raise ConfigError(f"invalid_action must be 'continue' or 'terminate', got {invalid_action!r}.")
@@ -154,6 +171,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
         if max_steps is not None and max_steps < 1:
             raise ConfigError(f"max_steps must be at least 1, got {max_steps}.")
+        if action_format not in ACTION_FORMATS:
+            raise ConfigError(f"action_format must be 'text' or 'tools', got {action_format!r}: 'tools' for tool "
+                              "calls only (no text grammar), 'text' for the domain's text grammar or JSON calls.")
         self.render_mode = render_mode
         self.invalid_action = invalid_action
         self._max_steps_override = max_steps
@@ -171,7 +191,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._last_observation = ""
         self._interrupted = ""
         self._step_cap: int | None = None
-        self._tool_calls_only = False
+        self._tool_calls_only = action_format == "tools"
 
     # ----------------------------------------------------------------- hooks
 
@@ -480,7 +500,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             if isinstance(parsed, ActionError):
                 observation = parsed.feedback()
                 info["action_error"] = parsed.to_info()
-                if self.invalid_action == "terminate":
+                # Tool-calls-only mode answers a reply without a call and goes on, as AgentBench FC's loop does.
+                answered = self._tool_calls_only and parsed.issue is ActionIssue.NO_CALL
+                if self.invalid_action == "terminate" and not answered:
                     merge_end(info, self.end_episode(parsed.reason, detail=parsed.message))
                     terminated = True
             else:
@@ -519,10 +541,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         reply is a tool call when the model's message carries one (an
         :class:`~agentunit_gym.core.trace.AgentReply` with its ``message``: text that merely
         looks like JSON in the message's content is not a call), or, from an agent that gives
-        no message, when it is a JSON call (``{"name": ..., "arguments": {...}}``).
+        no message, when it is a JSON call (``{"name": ..., "arguments": {...}}``). Such a reply
+        never ends the episode, even with ``invalid_action="terminate"``. The oracle's replies
+        (:meth:`render_action`) are JSON calls.
 
-        Replies are read so from the next ``step`` on; the first observation changes at the next
-        ``reset``.
+        ``gym.make(env_id, action_format="tools")`` makes an env in this mode; this method
+        switches a made one. Replies are read so from the next ``step`` on; the first
+        observation changes at the next ``reset``.
         """
         self._tool_calls_only = required
 
@@ -530,6 +555,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def tool_calls_only(self) -> bool:
         """Whether only tool calls are actions (:meth:`require_tool_calls`)."""
         return self._tool_calls_only
+
+    @property
+    def action_format(self) -> ActionFormat:
+        """``"tools"`` in tool-calls-only mode (:meth:`require_tool_calls`), else ``"text"``."""
+        return "tools" if self._tool_calls_only else "text"
 
     def parse_action(self, text: str) -> Action | ActionError:
         """Turn a raw reply into an action, or say why it is not one (no side effects)."""
@@ -567,15 +597,19 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                           detail=f"ended with {reason.abbreviation} before committing")
         return self._record_end(reason, score, detail)
 
-    def render_action(self, step: ReferenceStep, form: Literal["react", "json"] = "react") -> str:
+    def render_action(self, step: ReferenceStep, form: Literal["react", "json"] | None = None) -> str:
         """Write a reference step as the agent would send it (used by the oracle).
 
-        A ``from_output`` step becomes an :class:`~agentunit_gym.core.reference.OutputReply`,
-        which the oracle completes from the previous observation.
+        ``form`` None writes it in the env's action format: a JSON call in tool-calls-only mode
+        (:attr:`action_format` ``tools``), else the ReAct grammar. A ``from_output`` step
+        becomes an :class:`~agentunit_gym.core.reference.OutputReply`, which the oracle
+        completes from the previous observation.
 
         Raises:
             ConfigError: the step does not fit the tool, or asks for an output this env cannot read.
         """
+        if form is None:
+            form = "json" if self._tool_calls_only else "react"
         if step.from_output:
             return self._render_from_output(step, form)
         arguments = self._arguments_of(step)

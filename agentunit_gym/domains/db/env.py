@@ -43,7 +43,7 @@ from agentunit_gym.core.actions import (
     looks_like_json_call,
     split_json_call,
 )
-from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
 from agentunit_gym.domains.db.domain import DOMAIN
@@ -93,6 +93,7 @@ class DBEnv(AgentEnv[DBTask]):
         invalid_action: ``"continue"`` or ``"terminate"`` (AgentBench's policy).
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
+        action_format: ``"text"`` (default) or ``"tools"``: tool calls only (see ``AgentEnv``).
         statement_timeout: seconds one agent statement may run before it is cancelled.
         max_rows_shown: rows of a result set shown to the agent.
         observation_limit: characters of an observation shown to the agent.
@@ -137,6 +138,7 @@ class DBEnv(AgentEnv[DBTask]):
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
         statement_timeout: float = 10.0,
         max_rows_shown: int = 100,
         observation_limit: int = 4000,
@@ -155,7 +157,7 @@ class DBEnv(AgentEnv[DBTask]):
             )
         DOMAIN.check_backend(backend)  # before the tasks load: a typo fails first
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
-                         split=split)
+                         split=split, action_format=action_format)
         self.statement_timeout = float(statement_timeout)
         self.max_rows_shown = int(max_rows_shown)
         self.observation_limit = int(observation_limit)
@@ -235,7 +237,8 @@ class DBEnv(AgentEnv[DBTask]):
             return ActionError(
                 ActionIssue.NOT_ALLOWED,
                 "commit ends a task that modifies the database; this task asks a question.",
-                hint="Give the answer with submit_answer (or 'Action: Answer' / 'Final Answer: [...]').",
+                hint="Give the answer with submit_answer." if self.tool_calls_only else
+                     "Give the answer with submit_answer (or 'Action: Answer' / 'Final Answer: [...]').",
                 tool="commit",
             )
         return action

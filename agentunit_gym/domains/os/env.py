@@ -23,7 +23,7 @@ from typing import Any
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, suggest
-from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.os.checks import CHECK_HELPERS
 from agentunit_gym.domains.os.domain import DOMAIN
@@ -52,6 +52,7 @@ class OSEnv(AgentEnv[OSTask]):
         invalid_action: ``"continue"`` or ``"terminate"`` (see :class:`~agentunit_gym.core.env.AgentEnv`).
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
+        action_format: ``"text"`` (default) or ``"tools"``: tool calls only (see ``AgentEnv``).
         observation_limit: characters of command output shown to the agent (AgentBench: 800).
         command_timeout: seconds a ``bash`` action may run before its process group is killed.
         sandbox: an existing sandbox to use; the env then does not close it.
@@ -86,6 +87,7 @@ class OSEnv(AgentEnv[OSTask]):
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
         observation_limit: int = 800,
         command_timeout: float = 10.0,
         sandbox: Sandbox | None = None,
@@ -113,7 +115,7 @@ class OSEnv(AgentEnv[OSTask]):
         self._owns_sandbox = sandbox is None
         # Tasks first: a bad task file then fails before any container exists.
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
-                         split=split)
+                         split=split, action_format=action_format)
         if sandbox is None:
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
