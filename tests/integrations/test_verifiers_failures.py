@@ -48,9 +48,12 @@ def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     assert shutil.which("uv") is None
 
 
-def _rollout(server: FakeChatServer, *, read_timeout_s: float | None = None,
+def _rollout(server: FakeChatServer, *, read_timeout_s: float | None = None, rollout_budget_s: float | None = None,
              break_backend: bool = False, monkeypatch: pytest.MonkeyPatch | None = None) -> Any:
-    env = load_environment("DB-v0", backend=BACKEND, player={"max_turns": 10})
+    player: dict[str, Any] = {"max_turns": 10}
+    if rollout_budget_s is not None:
+        player["timeout"] = {"rollout": rollout_budget_s}
+    env = load_environment("DB-v0", backend=BACKEND, player=player)
     task = next(iter(env.taskset))
     if break_backend:
         assert monkeypatch is not None
@@ -101,6 +104,15 @@ def test_a_model_server_that_does_not_answer_in_time_is_an_error() -> None:
     with FakeChatServer(_answer, latency_s=30.0) as server:  # answers long after the client's read deadline
         episode = _rollout(server, read_timeout_s=1.0)
     _assert_masked(episode, status=504)
+
+
+def test_a_time_budget_spent_waiting_for_the_model_is_an_error() -> None:
+    # No read deadline: the agent's time budget (verifiers' rollout timeout) runs out first.
+    with FakeChatServer(_answer, latency_s=30.0) as server:
+        episode = _rollout(server, rollout_budget_s=2.0)
+    trace = _assert_masked(episode, status=None)
+    assert trace.is_timeout and "time budget ran out" in trace.info["agentunit"]["error"]
+    assert trace.errors[-1].type == "ModelAPIError"
 
 
 def test_a_context_overflow_is_the_agents_end_and_scored() -> None:
