@@ -44,9 +44,9 @@ or compare with ``==``."""
 LimitField = LimitKind | Literal[""]
 """``info["limit"]``: which limit ended a ``TASK_LIMIT`` episode, ``""`` otherwise."""
 
-RESET_OPTION_KEYS: tuple[str, ...] = ("task_id", "task")
+RESET_OPTION_KEYS: tuple[str, ...] = ("task_id", "task", "sticky")
 """The keys ``reset(options=...)`` accepts (gymnasium's vector envs take ``reset_mask`` out
-before the options reach a copy)."""
+before the options reach a copy). ``sticky``: :mod:`agentunit_gym.core.task_pin`."""
 
 
 @dataclass(frozen=True)
