@@ -172,6 +172,16 @@ def test_the_same_sequence_elsewhere_plays_the_new_task_from_a_real_first_step(m
         envs.close()
 
 
+def test_two_sticky_groups_in_one_vector_env_through_reset_mask() -> None:
+    first, second = DB.tasks
+    envs = MODES["sync"](DB)
+    envs.reset(seed=0, options={"task_id": first, "sticky": True})
+    envs.reset(seed=0, options={"task_id": second, "sticky": True, "reset_mask": np.array([False, False, True, True])})
+    played = play(envs, DB, 3, {"task_id": [first, first, second, second]})
+    assert [set(tasks) for tasks in played.tasks] == [{first}, {first}, {second}, {second}]
+    envs.close()
+
+
 def test_a_sticky_group_with_an_unknown_task_raises_as_without_sticky() -> None:
     envs = MODES["sync"](DB)
     with pytest.raises(TaskNotFoundError, match="no task 'db-nope'"):
