@@ -45,7 +45,7 @@ STICKY_OPTION = "sticky"
 
 
 @dataclass(frozen=True)
-class ResetRequest(Generic[TaskT]):
+class ResetRequest:
     """What one ``reset()`` asks of the env, once the pin has read it."""
 
     options: dict[str, Any]
@@ -72,12 +72,12 @@ class TaskPin(Generic[TaskT]):
     """The pinned task, None when the env is not pinned."""
     options_pending: tuple[str, ...] = ()
     """The option keys of the last reset while no step has come since, when that reset followed
-    an episode ended by a step: the moment gymnasium 1.4 may send a bare reset that drops them."""
+    an ended episode: the moment gymnasium 1.4 may send a bare reset that drops them."""
     pending_task_id: str = ""
     """The task that reset started (for the error's message)."""
 
     def request(self, seed: int | None, options: dict[str, Any] | None, *,
-                episode_ended: bool) -> ResetRequest[TaskT]:
+                episode_ended: bool) -> ResetRequest:
         """Read one ``reset(seed, options)``.
 
         Args:
@@ -105,7 +105,7 @@ class TaskPin(Generic[TaskT]):
         droppable = tuple(sorted(str(k) for k in options or {})) if episode_ended else ()
         return ResetRequest(options=given, sticky=sticky, explicit=explicit, droppable=droppable)
 
-    def started(self, task: TaskT, request: ResetRequest[TaskT]) -> None:
+    def started(self, task: TaskT, request: ResetRequest) -> None:
         """Record the task the reset started: pinned when it asked, released by an explicit reset."""
         if request.explicit:
             self.task = task if request.sticky else None
