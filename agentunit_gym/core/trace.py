@@ -136,7 +136,11 @@ class EpisodeTrace(BaseModel):
     env_id: str | None = None
     domain: str
     backend: str
+    """The backend the episode ran on (the reset ``info["backend"]``)."""
     task_id: str
+    split: str = ""
+    """The task's split (the reset ``info["split"]``: ``train``, ``test``, ``dev``); ``""`` for a
+    task without one, and in traces written before this field."""
     category: str = "general"
     seed: int | None = None
     instruction: str = ""
