@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.score import Score
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
+"""2 added ``split``; a version 1 trace still reads (its ``split`` is ``""``)."""
 
 
 class Flag(str, Enum):
