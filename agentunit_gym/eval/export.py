@@ -75,8 +75,9 @@ TRAJECTORY_COLUMNS: dict[str, str] = {
     "reward_spec": "{method: 'env', ground_truth: task id}: the env scores the episode (SkyRL)",
     "reward_model": "{style, ground_truth}: the gold answer as JSON text where the task has one (DB SELECT, KG; "
                     "style rule when the reply's text states it: DB), else '' with style env (verl)",
-    "extra_info": "{index, task_id, env_id, split, seed, backend, episode, tools_kwargs, interaction_kwargs}: "
-                  "verl's and SkyRL's per-item extras; the last two as verl's agent loop reads them",
+    "extra_info": "{index, task_id, env_id, split, seed, backend, episode, tool_selection, tools_kwargs, "
+                  "interaction_kwargs}: verl's and SkyRL's per-item extras; the last three as verl's agent loop "
+                  "reads them",
     "env_id": "the env id",
     "task_id": "the task id",
     "split": "the task's split (train, test, dev); empty when the task has none",
@@ -148,6 +149,7 @@ def trajectory_row(messages: Sequence[Mapping[str, Any]], *, prompt_length: int,
         "reward_model": reward_model(answer),
         "extra_info": {"index": index, "task_id": task_id, "env_id": env_id, "split": split, "seed": seed,
                        "backend": backend, "episode": episode,
+                       "tool_selection": tool_names(tools),
                        "tools_kwargs": tools_kwargs(tool_names(tools), identity),
                        "interaction_kwargs": interaction_kwargs(identity)},
         "env_id": env_id,

@@ -1,15 +1,17 @@
 """What the trainers' loaders read from an exported row besides the conversation: the episode's
 identity in the forms verl's agent loop hands to its tools and interactions, and the reward key.
 
-verl's ``RLHFDataset`` passes every column of a row to its agent loop; the loop named by the
-row's ``agent_name`` (``tool_agent``: verl's ``ToolAgentLoop``) creates each tool an episode
-calls with ``extra_info.tools_kwargs[<tool>]["create_kwargs"]``, and starts the interaction
-named by ``extra_info.interaction_kwargs["name"]`` with the rest of ``interaction_kwargs``. In
-both, what a tool or interaction needs to play the row's episode in an AgentUnit env is the
-same: the env id, the task id and the reset seed (:func:`episode_kwargs`), so
-``env.reset(seed=seed, options={"task_id": task_id})`` on ``gym.make(env_id, backend=backend)``
-gives the row's first observation. Neither a verl tool nor an interaction class ships with
-agentunit-gym: these columns are what one reads.
+verl's ``RLHFDataset`` passes every column of a row to its agent loop, with
+``extra_info.tools_kwargs`` and ``extra_info.interaction_kwargs`` as keyword arguments of their
+own. The loop named by the row's ``agent_name`` (``tool_agent``: verl's ``ToolAgentLoop``)
+keeps only the configured tools that ``extra_info.tool_selection`` names (verl 0.9) and
+creates the tool of each call with ``tools_kwargs[<tool>]["create_kwargs"]``; an interaction
+(``interaction_kwargs``, whose ``name`` picks the interaction class; verl 0.9's own loops pass
+it on unused) starts with the rest. What a tool or an interaction needs to play the row's
+episode in an AgentUnit env is the same: the env id, the task id, the reset seed and the
+backend (:func:`episode_kwargs`), so ``gym.make(env_id, backend=backend).reset(seed=seed,
+options={"task_id": task_id})`` gives the row's first observation. No verl tool or
+interaction class ships with agentunit-gym: these columns are what one would read.
 
 The reward key (:func:`reward_model`): ``style`` ``rule`` when the gold answer can be compared
 with the agent's reply text (DB answers), ``env`` when only the env can score the episode; the

@@ -78,6 +78,7 @@ def test_the_agent_loop_columns_replay_the_episode(tmp_path: Path) -> None:
                    "split": row["split"], "backend": "sqlite"}
         names = tool_names(json.loads(row["tools"]))
         assert names == ["execute_sql", "submit_answer", "commit"]
+        assert extra["tool_selection"] == names  # verl 0.9 keeps only these of its configured tools
         assert extra["tools_kwargs"] == {name: {"create_kwargs": episode} for name in names}
         assert extra["interaction_kwargs"] == {"name": INTERACTION_NAME, **episode}
         # What a verl tool or interaction gets is enough to play the row's episode again.
