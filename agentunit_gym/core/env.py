@@ -424,7 +424,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
 
         Returns:
             The prompt, and ``info`` (a :class:`~agentunit_gym.core.info.ResetInfo`) with the
-            task id, instruction, tools, grammar and step limit.
+            task id, its split, instruction, tools, grammar, step limit and the backend.
 
         Raises:
             ResetOptionError: an option key other than ``task_id``, ``task`` and ``sticky``.
@@ -459,6 +459,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             "category": task.category,
             "domain": self.domain,
             "backend": self.backend_name,
+            "split": task.split or "",
             "max_steps": self.max_steps,
             "optimal_steps": task.k_opt,
             "tools": [t.json_schema() for t in self.tools],

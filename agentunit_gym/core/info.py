@@ -125,6 +125,11 @@ class ResetInfo(_CommonInfo):
     category: str
     domain: str
     backend: str
+    """The backend the episode runs on (``sqlite``, ``mysql``, ``local``, ``docker``, ``embedded``
+    ...): an env made without ``backend=`` runs on its domain's embedded one on every host."""
+    split: str
+    """The task's split: ``train`` or ``test`` (bundled and generated tasks), ``dev`` or ``test``
+    (AgentBench's data); ``""`` for a task file that names none."""
     optimal_steps: int
     tools: list[dict[str, Any]]
     grammar: str

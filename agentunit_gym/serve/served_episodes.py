@@ -285,7 +285,8 @@ class ServedEpisode:
                 task_id=self.task_id, run=self.run, seed=self.seed, agent=self.agent,
                 status=status, success=bool(result["success"]),
                 reward=result["reward"] or 0.0, finish_reason=result["finish_reason"], steps=self._steps,
-                wall_s=time.time() - self._started, error=error)
+                wall_s=time.time() - self._started, error=error, split=str(self.info.get("split") or ""),
+                backend=str(self.info.get("backend") or ""))
             self.recorder.write(record, trace)
         self._close_env()  # free the backend now; the episode object answers later calls
         return result
