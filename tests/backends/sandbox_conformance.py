@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from agentunit_gym.backends.sandbox.base import Sandbox
+from tests.conftest import skip_without_cgroup
 
 SANDBOX_KINDS = [
     pytest.param("local", id="local"),
@@ -729,7 +730,7 @@ class SandboxConformance:
         limited_instance.reset()
         off = limited_instance.limits_off
         if off:  # a local sandbox on a host that gives it no cgroup or no tmpfs mount (not root)
-            pytest.skip(f"limits off on this host: {off}")
+            skip_without_cgroup(f"limits off on this host: {off}")
         return limited_instance
 
     @pytest.mark.slow
@@ -831,7 +832,7 @@ class SandboxConformance:
         sandbox = throttled_instance
         sandbox.reset()
         if sandbox.limits_off:
-            pytest.skip(f"limits off on this host: {sandbox.limits_off}")
+            skip_without_cgroup(f"limits off on this host: {sandbox.limits_off}")
         # Four processes, then one more every 10 ms of CPU: at cpus=0.1, one every CFS period
         # (100 ms), the box held still in between and for the interpreter's start.
         result = sandbox.shell(SLOW_SPAWNER)

@@ -34,6 +34,7 @@ from agentunit_gym.backends.sandbox.local import (
 )
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, IsolationError
 from tests.backends.sandbox_conformance import SPAWN_UNTIL_REFUSED, count_procs
+from tests.conftest import skip_without_cgroup
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -306,7 +307,7 @@ def require_process_limit(sb: LocalSandbox) -> None:
     """Skip when no process limit can apply: no writable pids cgroup and no prlimit."""
     info = sb.box_info()
     if info is not None and info.process_limit == "none":
-        pytest.skip("no writable pids cgroup and no prlimit: no process limit applies (see docs)")
+        skip_without_cgroup("no writable pids cgroup and no prlimit: no process limit applies (see docs)")
 
 
 def test_pids_limit_holds(sandbox: LocalSandbox) -> None:
@@ -724,7 +725,7 @@ def test_rlimit_applies_when_the_cgroup_has_memory_but_no_pids(monkeypatch: pyte
         info = sb.box_info()
         assert info is not None and "pids" not in info.cgroup_dirs
         if not info.cgroup_dirs:
-            pytest.skip("no writable memory or cpu cgroup here either (test_rlimit_fallback_without_a_cgroup)")
+            skip_without_cgroup("no writable memory or cpu cgroup here either (test_rlimit_fallback_without_a_cgroup)")
         assert info.process_limit == "rlimit" and "pids" not in sb.limits_off
         for limits in (sb.shell("cat /proc/self/limits").output, sb.run("cat /proc/self/limits").output):
             line = next(x for x in limits.splitlines() if x.startswith("Max processes"))

@@ -23,6 +23,7 @@ from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS, Spa
 from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.images.os.shell_protocol import EXITED_NOTE
 from tests.backends.test_local_sandbox import no_cgroup_here
+from tests.waiting import wait_until
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -246,18 +247,18 @@ def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[Lo
     sb.shell("true")
     pid = _spawner_pid(sb)
     results: list[ExecResult] = []
-    long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 3", timeout=10)))
+    # A one-off that never ends by itself: only noticing the spawner's death ends it, and a
+    # second one-off queued behind it would time out.
+    long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 7304", timeout=60)))
     long_one.start()
-    time.sleep(0.3)
+    assert _commands_of(pid, "sleep", deadline_s=30), "the one-off did not start under the spawner"
     os.kill(pid, signal.SIGKILL)
-    started = time.monotonic()
-    result = sb.run("echo second", timeout=5)
-    assert (result.exit_code, result.output) == (0, "second\n"), result
-    assert time.monotonic() - started < 2  # through the chain, not after the long one ended
+    result = sb.run("echo second", timeout=30)
+    assert (result.exit_code, result.output) == (0, "second\n"), result  # through the chain
     # The one it ran is followed by no one now: the host killed it, and says so.
-    long_one.join(timeout=2)
-    assert results and results[0].exit_code == -9, results  # as run() reports a kill
-    assert "sleep 3" not in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+    long_one.join(timeout=60)
+    assert results and results[0].exit_code == -9, results  # as run() reports a kill, not a timeout
+    assert "sleep 7304" not in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
 
 
 def _commands_of(spawner: int, comm: str, deadline_s: float = 5.0) -> list[int]:
@@ -350,7 +351,9 @@ def test_an_end_and_a_give_up_seen_together_leave_the_spawner_running(pair: tupl
         assert outcome, "run() did not return"
     finally:
         os.kill(spawner, signal.SIGCONT)
-    time.sleep(0.3)
+    # The batch handled: the ended command reaped (no zombie named sleep under the spawner), in
+    # the same pass as the closed channel; the next one-off is answered after that pass.
+    wait_until(lambda: not _commands_of(spawner, "sleep", deadline_s=0), 30, "the spawner to reap the command")
     assert sb.run("echo after").output == "after\n"
     assert _spawner_pid(sb) == spawner  # the same spawner: it did not die on the batch
 

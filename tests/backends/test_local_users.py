@@ -15,6 +15,7 @@ from agentunit_gym.backends.sandbox import usermap
 from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, USER_SWITCH_NOTE, LocalSandbox, cgroup
 from agentunit_gym.errors import BackendError
 from tests.backends.test_local_sandbox import no_cgroup_here
+from tests.conftest import skip_without_cgroup
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 HOST_RANGE = range(usermap.BASE, usermap.BASE + usermap.COUNT)
@@ -35,7 +36,13 @@ def many_users_unavailable() -> str | None:
     return None
 
 
-many_users = pytest.mark.skipif(many_users_unavailable() is not None, reason=str(many_users_unavailable()))
+@pytest.fixture
+def need_many_users() -> None:
+    if (reason := many_users_unavailable()) is not None:
+        skip_without_cgroup(reason)
+
+
+many_users = pytest.mark.usefixtures("need_many_users")
 
 
 # ------------------------------------------------------------------ the decision
@@ -134,7 +141,7 @@ def test_the_prediction_before_start_holds() -> None:
 def users_box(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
     reason = many_users_unavailable()
     if reason is not None:
-        pytest.skip(reason)
+        skip_without_cgroup(reason)
     sb = LocalSandbox(isolation=request.param)
     sb.start()
     assert sb.mechanism == request.param and sb.multi_user
