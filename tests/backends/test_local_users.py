@@ -172,8 +172,8 @@ def test_su_and_runuser_switch_users(box: LocalSandbox) -> None:
 
 def test_su_nests_until_exit(box: LocalSandbox) -> None:
     box.shell("cd /tmp; export OUTER=kept")
-    started = time.monotonic()
-    assert (box.shell("su - jack", timeout=10).output, time.monotonic() - started < 5) == ("", True)
+    entered = box.shell("su - jack", timeout=10)
+    assert (entered.output, entered.timed_out) == ("", False)  # entered at once: the shell is jack's
     assert box.shell('whoami; echo "$0"; pwd').output == "jack\n-bash\n/home/jack\n"
     assert box.shell("exit").exit_code == 0
     assert box.shell('whoami; pwd; echo "$OUTER"').output == "root\n/tmp\nkept\n"
@@ -272,10 +272,8 @@ def test_an_unmapped_namespace_never_starts(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(usermap, "write_maps", lambda pid, *a: None)
     for mechanism in ("unshare", "bwrap"):
         sb = LocalSandbox(isolation=mechanism, warm_spare=False)
-        started = time.monotonic()
         with pytest.raises(BackendError, match="did not start"):
             sb.start()
-        assert time.monotonic() - started < 15
         sb.close()
 
 
@@ -297,17 +295,17 @@ def test_a_fork_bomb_as_jack_is_contained(box: LocalSandbox) -> None:
     box.shell("sleep 300 &")
     bomb = box.shell("su jack -c ':(){ :|:& };:'", timeout=5)
     assert "processes this command left running were killed" in bomb.output
+    # Nothing of jack's is left to bog the box down, and it answers.
+    assert box.shell("pgrep -c -u jack || true").output == "0\n"
     for _ in range(3):
-        started = time.monotonic()
-        assert box.shell("echo ok", timeout=5).output == "ok\n" and time.monotonic() - started < 2
+        assert box.shell("echo ok", timeout=5).output == "ok\n"
     assert box.shell("jobs | grep -c 'sleep 300'").output == "1\n"
 
 
 def test_a_timeout_inside_su_keeps_jacks_shell(box: LocalSandbox) -> None:
     assert box.shell("su - jack", timeout=10).exit_code == 0
-    started = time.monotonic()
     hung = box.shell("sleep 1000", timeout=1)
-    assert hung.timed_out and time.monotonic() - started < 1 + 4
+    assert hung.timed_out
     assert box.shell("whoami").output == "jack\n"
     assert box.shell("exit").exit_code == 0 and box.shell("whoami").output == "root\n"
 
