@@ -46,6 +46,21 @@ phase_table() {
 trap phase_table EXIT
 have() { command -v "$1" >/dev/null 2>&1; }
 is_root() { [ "$(id -u)" = 0 ]; }
+# Whether root can give a box memory, cpu and pids cgroups: each controller on a writable
+# cgroup2 mount that offers it, or on a writable v1 mount of its own (the CI machine: v1, with an
+# empty v2 "unified" beside). Read from the mounts, not from the package, so a regression in the
+# package's own detection fails the limit tests instead of skipping them.
+cgroups_writable() {
+  is_root || return 1
+  local c
+  for c in memory cpu pids; do
+    if grep -qw "$c" /sys/fs/cgroup/cgroup.controllers 2>/dev/null && [ -w /sys/fs/cgroup ]; then
+      continue
+    fi
+    awk -v c="$c" '$3 == "cgroup" && ("," $4 ",") ~ ("," c ",") && ("," $4 ",") ~ /,rw,/ { found = 1 }
+                   END { exit !found }' /proc/mounts || return 1
+  done
+}
 
 # The interpreter: $PYTHON when set; else the active virtualenv's; else a venv of the
 # checkout's own (AGENTUNIT_VENV, .venv by default), made here when missing, so the suite
@@ -131,6 +146,10 @@ if [ "${AGENTUNIT_SKIP_REAL_MODEL:-}" != 1 ]; then
 fi
 if have chromium; then
   export AGENTUNIT_REQUIRE_CHROMIUM=1
+fi
+# The local sandbox's limit tests (tests/conftest.py's skip_without_cgroup) must run, not skip.
+if cgroups_writable; then
+  export AGENTUNIT_REQUIRE_CGROUP=1
 fi
 
 phase "tests"

@@ -46,6 +46,7 @@ from agentunit_gym.core.info import (
 from agentunit_gym.core.reference import SENTINEL, OutputReply
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
+from agentunit_gym.core.task_pin import TaskPin
 from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import (
     AgentUnitError,
@@ -192,6 +193,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._interrupted = ""
         self._step_cap: int | None = None
         self._tool_calls_only = action_format == "tools"
+        self._pin: TaskPin[TaskT] = TaskPin()
 
     # ----------------------------------------------------------------- hooks
 
@@ -399,6 +401,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         state["_finish"] = None
         state["_score_value"] = None
         state["_steps"] = 0
+        state["_pin"] = self._pin.travelling()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -414,14 +417,19 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         Args:
             seed: seeds the env's RNG, which picks the task when none is named.
             options: ``{"task_id": ...}`` or ``{"task": TaskSpec | dict}`` picks the task;
-                no other key is accepted (:data:`~agentunit_gym.core.info.RESET_OPTION_KEYS`).
+                ``"sticky": True`` pins it: a reset with neither seed nor options (an
+                autoreset) plays it again, until a reset with a seed or options
+                (:mod:`~agentunit_gym.core.task_pin`). No other key is accepted
+                (:data:`~agentunit_gym.core.info.RESET_OPTION_KEYS`).
 
         Returns:
             The prompt, and ``info`` (a :class:`~agentunit_gym.core.info.ResetInfo`) with the
-            task id, instruction, tools, grammar and step limit.
+            task id, its split, instruction, tools, grammar, step limit and the backend.
 
         Raises:
-            ResetOptionError: an option key other than ``task_id`` and ``task``.
+            ResetOptionError: an option key other than ``task_id``, ``task`` and ``sticky``.
+            LostResetOptionsError: a reset without options right after a reset with options
+                that followed an ended episode, before any step (gymnasium 1.4's lost autoreset).
             TaskNotFoundError: an unknown task id.
             ConfigError: a task this backend does not support, or an empty suite.
         """
@@ -430,9 +438,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise EpisodeStateError("reset() after close(): make a new env.")
         unknown = sorted(str(k) for k in (options or {}) if k not in RESET_OPTION_KEYS)
         if unknown:
-            raise ResetOptionError(unknown, RESET_OPTION_KEYS)
+            raise ResetOptionError.unknown_keys(unknown, RESET_OPTION_KEYS)
+        request = self._pin.request(seed, options, episode_ended=self._task is not None and self._finish is not None)
         self._release_episode()
-        task = self._pick_task(options or {})
+        task = self._pick_task(request.options)
+        self._pin.started(task, request)
         self._task = task
         self._steps = 0
         self._finish = None
@@ -449,6 +459,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             "category": task.category,
             "domain": self.domain,
             "backend": self.backend_name,
+            "split": task.split or "",
             "max_steps": self.max_steps,
             "optimal_steps": task.k_opt,
             "tools": [t.json_schema() for t in self.tools],
@@ -491,6 +502,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             )
         started = time.perf_counter()
         self._steps += 1
+        self._pin.stepped()
         info = running_step_info(self._steps, self._task.id, self.max_steps,
                                  backend_limits_off=self.backend_limits_off)
         reward = 0.0

@@ -84,9 +84,12 @@ class DBEnv(AgentEnv[DBTask]):
     """AgentBench's DB domain as a gymnasium env.
 
     Args:
-        backend: ``"auto"`` (a MariaDB container when a Docker daemon answers, else
-            SQLite; the choice is logged and shown as ``env.backend_name`` and
-            ``info["backend"]``), ``"mysql"`` or ``"sqlite"``.
+        backend: ``"sqlite"`` or ``"mysql"``; None (the default) is ``sqlite`` on every host (the
+            prompt names the SQL dialect, so the backend is part of the observation), or
+            ``mysql`` when the call names a server (``dsn=``) or gives mysql options;
+            ``"auto"`` is mysql when ``$AGENTUNIT_MYSQL_DSN`` is set or a Docker daemon answers,
+            else sqlite (what ``agentunit-gym eval`` asks for). The choice is shown as
+            ``env.backend_name`` and ``info["backend"]``.
         dsn: ``mysql://user:pass@host:port/`` of an existing server instead of a container.
         tasks: the suite: None for the bundled one, task files or folders, or DB task specs.
         max_steps: turn limit (default: the task's, else 15 as in AgentBench).
@@ -131,7 +134,7 @@ class DBEnv(AgentEnv[DBTask]):
     def __init__(
         self,
         *,
-        backend: str = "auto",
+        backend: str | None = None,
         dsn: str | None = None,
         tasks: TaskSource = None,
         max_steps: int | None = None,
@@ -155,6 +158,8 @@ class DBEnv(AgentEnv[DBTask]):
                 "max_rows_shown must be >= 1 and observation_limit >= 100, "
                 f"got {max_rows_shown} and {observation_limit}."
             )
+        if backend is None:  # the same on every host: never a daemon's or the environment's choice
+            backend = "mysql" if dsn is not None or backend_options else DOMAIN.embedded_backend.name
         DOMAIN.check_backend(backend)  # before the tasks load: a typo fails first
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split, action_format=action_format)

@@ -46,7 +46,9 @@ class OSEnv(AgentEnv[OSTask]):
     """The OS shell env.
 
     Args:
-        backend: ``"auto"`` (docker when a daemon answers, else local), ``"docker"`` or ``"local"``.
+        backend: ``"local"`` or ``"docker"``; None (the default) is ``local`` on every host, so
+            the same (task, seed) gives the same observation everywhere; ``"auto"`` is docker
+            when a daemon answers, else local (what ``agentunit-gym eval`` asks for).
         tasks: the suite: None for the bundled one, task files or folders, or task specs.
         max_steps: turn limit (default 8, as AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (see :class:`~agentunit_gym.core.env.AgentEnv`).
@@ -81,7 +83,7 @@ class OSEnv(AgentEnv[OSTask]):
     def __init__(
         self,
         *,
-        backend: str = "auto",
+        backend: str | None = None,
         tasks: TaskSource = None,
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
@@ -120,7 +122,8 @@ class OSEnv(AgentEnv[OSTask]):
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
             # The domain's factory (imported on first use: it pulls in the docker SDK only then).
-            sandbox = DOMAIN.open_backend(backend, **sandbox_options)
+            sandbox = DOMAIN.open_backend(DOMAIN.embedded_backend.name if backend is None else backend,
+                                          **sandbox_options)
         self._sandbox: Sandbox | None = sandbox
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._sandbox_kind = sandbox.kind
