@@ -12,7 +12,8 @@ What a page writes around a block, on the line before its fence:
 - ``<!-- not run: REASON -->``: the block is not run, and says why (it installs packages,
   needs Docker, a model endpoint, an AgentBench checkout, your own files, or serves until
   stopped). A marker without a reason fails, as ``Example (not run: ...)::`` does in the
-  doctests (tests/test_doctests.py).
+  doctests (tests/test_doctests.py). A reason ``an excerpt of PATH, ...`` says the block quotes a
+  file that runs elsewhere: its lines must be in that file.
 - ``<!-- continues the block above -->``: the block is the next step of the page's previous
   runnable block and runs after it, in the same file.
 - ``<!-- runs against: agentunit-gym serve ARGS -->``: the block is a client of that server at
@@ -269,6 +270,22 @@ def test_shown_printed_values_are_checked() -> None:
     unchecked = [f"{b.name}: {line.strip()}" for b in RUNNABLE if b.kind == "python" and b.output is None
                  for line in b.code.splitlines() if SHOWN_PRINT.match(line)]
     assert unchecked == [], f"add the output after the block ({OUTPUT} and a ```text block)"
+
+
+def test_excerpts_are_in_their_files() -> None:
+    # A block marked "not run: an excerpt of PATH, ..." is a part of a file that runs elsewhere:
+    # each of its lines (comments, spacing and `...` elisions aside) is in that file.
+    def squeezed(text: str) -> str:
+        return "".join(re.sub(r"\s+#.*$", "", line).replace(" ", "") for line in text.splitlines())
+
+    drifted = []
+    for block in BLOCKS:
+        found = re.match(r"an excerpt of (\S+?),", block.reason or "")
+        if found:
+            source = squeezed((ROOT / found.group(1)).read_text(encoding="utf-8"))
+            drifted += [f"{block.name}: {line.strip()}" for line in block.code.splitlines()
+                        if "..." not in line and squeezed(line) not in source]
+    assert drifted == [], "the page's excerpt differs from the file it quotes"
 
 
 def test_no_value_is_left_unprinted() -> None:
