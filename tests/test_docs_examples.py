@@ -476,3 +476,21 @@ def test_the_serve_example_in_serving_md_prints_and_answers_what_the_page_shows(
                 break
             time.sleep(0.1)
         assert answer == shown
+
+
+def test_the_task_file_error_in_tasks_md_is_the_loaders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/tasks.md shows the error a task file that does not validate raises: a file like the one
+    it describes (an OS task whose check runs the example, without one) raises exactly that."""
+    from agentunit_gym.domains.os.task import OSTask
+    from agentunit_gym.errors import TaskFileError
+    from agentunit_gym.tasks.loader import load_tasks
+
+    page = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
+    found = re.search(r"raises `TaskFileError` naming the file, the task and the field:\n\n```\n(.*)\n```", page)
+    assert found is not None, "docs/tasks.md lost its TaskFileError sample"
+    monkeypatch.chdir(tmp_path)
+    Path("my_tasks.yaml").write_text("id: x\ninstruction: count the files\nevaluation:\n  check: [null]\n",
+                                     encoding="utf-8")
+    with pytest.raises(TaskFileError) as raised:
+        load_tasks(["my_tasks.yaml"], OSTask)
+    assert str(raised.value) == found.group(1)
