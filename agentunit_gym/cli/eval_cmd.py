@@ -210,7 +210,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
 
         run_envs = [full_env_id(e) for e in (data.get("envs") or env_ids())]
         merged = {k: dict(v) for k, v in stored.get("env_options_by_env", {}).items()}
-        for env_id, options in resolve_env_options(args.env_option, run_envs).items():
+        for env_id, options in resolve_env_options(args.env_option, run_envs,
+                                                   data.get("backends") or ("auto",)).items():
             merged.setdefault(env_id, {}).update(options)
         data["env_options_by_env"] = merged
     if not stored:

@@ -261,7 +261,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         from agentunit_gym.eval.env_options import resolve_env_options
 
         run_envs = [get_domain(name).envs[0].id for name in tasks_by_domain(load_sources(args.paths))]
-        options = resolve_env_options(args.env_option, run_envs) if run_envs else {}
+        options = resolve_env_options(args.env_option, run_envs, args.backends or ("auto",)) if run_envs else {}
     result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
                          concurrency=args.concurrency, network=args.network, env_options_by_env=options)
     if args.json:
