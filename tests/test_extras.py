@@ -29,7 +29,8 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
-EXTRAS: dict[str, list[str]] = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+PROJECT = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 RESOLVE_DEADLINE_S = 300
@@ -81,7 +82,7 @@ def _pins(text: str) -> dict[str, str]:
     return pins
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolved(*extras: str) -> dict[str, str]:
     """The pins of ``extras`` resolved together; a conflict fails the test with uv's explanation."""
     done = _compile(*extras)
@@ -102,7 +103,8 @@ def _index() -> None:
 
 def test_all_holds_every_user_extra() -> None:
     """``[all]`` resolving means every user extra resolves with every other; it must hold them all."""
-    everything = {canonicalize_name(Requirement(t).name): str(Requirement(t).specifier) for t in EXTRAS["all"]}
+    everything = {canonicalize_name(Requirement(t).name): str(Requirement(t).specifier)
+                  for t in [*PROJECT["dependencies"], *EXTRAS["all"]]}
     for extra, texts in EXTRAS.items():
         if extra in INTERNAL or extra == "all":
             continue

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentunit_gym.core.trace import Usage
-from agentunit_gym.errors import ConfigError, MissingDependencyError
+from agentunit_gym.errors import MissingDependencyError
 from agentunit_gym.eval.model_config import (
     DEFAULT_PRICES,
     DEFAULT_REQUEST_TIMEOUT_S,

@@ -25,7 +25,7 @@ from typing import Any
 
 from agentunit_gym.backends.images import LABEL, ensure_image
 from agentunit_gym.backends.sparql.http import HTTPSPARQL
-from agentunit_gym.errors import BackendUnavailableError, ImageBuildError, MissingDependencyError
+from agentunit_gym.errors import BackendUnavailableError, MissingDependencyError
 
 IMAGE = "kg"
 CONTAINER_PORT = "7878/tcp"
