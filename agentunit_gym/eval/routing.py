@@ -161,7 +161,7 @@ def check_task_paths(paths: Sequence[str], env_ids: Sequence[str]) -> None:
     sources = _sources_of(tuple(paths))  # every path gives tasks, or NoTasksError names those that do not
     run_domains = {env_domain(full_env_id(e)) for e in env_ids}
     for path in paths:
-        held = sorted({s.domain.name for s in sources if str(s.path) == str(path) and s.result.tasks})
+        held = sorted({s.domain.name for s in sources if s.path == Path(path) and s.result.tasks})
         if not run_domains & set(held):
             envs = " ".join(f"--env {registry.get_domain(name).envs[0].short_id}" for name in held)
             raise ConfigError(f"{path} holds tasks of the {', '.join(held)} domain, and no env of this run "
