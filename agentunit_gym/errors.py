@@ -24,8 +24,16 @@ class AgentBenchCheckoutError(ConfigError):
     not laid out as the release agentunit-gym reads its prompts from (v0.2, the text protocol)."""
 
 
-class MissingDependencyError(AgentUnitError, ImportError):
-    """An optional dependency is not installed; the message gives the pip line."""
+class MissingDependencyError(ConfigError, ImportError):
+    """An optional dependency is not installed; the message gives the pip line.
+
+    A :class:`ConfigError` (the fix is the user's: install the extra; the CLI exits 2 with the
+    message) and an ``ImportError`` (what the missing import was).
+
+    Attributes:
+        package: the distribution that is missing (``docker``, ``pyarrow`` ...).
+        extra: the agentunit-gym extra that brings it (``pip install "agentunit-gym[EXTRA]"``).
+    """
 
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         super().__init__(
@@ -59,6 +67,33 @@ class TaskFileError(AgentUnitError, ValueError):
         self.message = message
         self.task_id = task_id
         self.field = field
+
+
+MAX_PROBLEMS_SHOWN = 10
+"""How many of a :class:`NoTasksError`'s problems its message lists (the count of the rest follows)."""
+
+
+class NoTasksError(TaskFileError):
+    """No task loads from a task file or folder given to run (``eval --tasks``): it is not
+    valid JSON or YAML, holds no item, or every item fails. The run stops before its first
+    episode rather than running the bundled suite in its place.
+
+    Attributes:
+        paths: every such file or folder.
+        problems: one line per problem (``FILE[, task ID][, field F]: reason``), of all of them.
+    """
+
+    def __init__(self, paths: list[str], problems: list[str]) -> None:
+        shown = problems[:MAX_PROBLEMS_SHOWN]
+        more = len(problems) - len(shown)
+        lines = "".join(f"\n  {line}" for line in shown) + (f"\n  ... and {more} more" if more else "")
+        what = "this path" if len(paths) == 1 else "these paths"
+        super().__init__(
+            paths[0] if len(paths) == 1 else ", ".join(paths),
+            f"no task loads from {what}, so nothing runs (the bundled suite is not used in its place):"
+            f"{lines}\nFix the file (`agentunit-gym tasks validate PATH` lists every problem), or leave it out.")
+        self.paths = paths
+        self.problems = problems
 
 
 class TaskNotFoundError(AgentUnitError, KeyError):

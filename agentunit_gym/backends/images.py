@@ -190,11 +190,11 @@ def context_hash(path: Path, extra: Iterable[str] = ()) -> str:
 
 
 def _image_id(client: Any, ref: str) -> str | None:
-    from docker.errors import ImageNotFound
+    docker_errors = process.docker_sdk().errors
 
     try:
         return str(client.images.get(ref).id)
-    except ImageNotFound:
+    except docker_errors.ImageNotFound:
         return None
 
 
@@ -206,13 +206,13 @@ def _try_pull(client: Any, ref: str, timeout: float, progress: Progress | None) 
     outcome: dict[str, bool] = {}
 
     def pull() -> None:
-        from docker.errors import DockerException
+        docker_errors = process.docker_sdk().errors
 
         try:
             repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
             client.api.pull(repo, tag=tag)
             outcome["ok"] = True
-        except DockerException:
+        except docker_errors.DockerException:
             outcome["ok"] = False
 
     worker = threading.Thread(target=pull, daemon=True)  # daemon: a hung pull must not block exit
@@ -285,7 +285,7 @@ def build_image(name: str, *, client: Any | None = None, progress: Progress | No
         ImageBuildError: the build failed (the message holds the failing step's log tail)
             or ran past ``timeout``.
     """
-    from docker.errors import APIError, DockerException
+    docker_errors = process.docker_sdk().errors
 
     docker = _client(client)
     context = image_dir(name, root=root)
@@ -315,8 +315,8 @@ def build_image(name: str, *, client: Any | None = None, progress: Progress | No
             if time.monotonic() > deadline:
                 raise ImageBuildError(f"building image {name!r} took longer than {timeout:g} s; "
                                       "check the network to the Debian mirror, or raise the timeout.")
-    except (APIError, DockerException) as exc:
-        if isinstance(exc, APIError) and exc.status_code is not None and exc.status_code < 500:
+    except (docker_errors.APIError, docker_errors.DockerException) as exc:
+        if isinstance(exc, docker_errors.APIError) and exc.status_code is not None and exc.status_code < 500:
             raise ImageBuildError(f"the Docker daemon refused to build {name!r}: {exc}") from exc
         raise ImageBuildError(f"building image {name!r} failed: {exc}\n{''.join(tail[-_LOG_TAIL:])}") from exc
     if _image_id(docker, tag) is None:
@@ -328,14 +328,14 @@ def build_image(name: str, *, client: Any | None = None, progress: Progress | No
 
 def _prune_stale(client: Any, name: str, keep: str) -> None:
     """Remove older builds of ``name``; Docker refuses (and we skip) those a container still uses."""
-    from docker.errors import APIError
+    docker_errors = process.docker_sdk().errors
 
     for image in client.images.list(filters={"label": [f"{LABEL}=1", f"{NAME_LABEL}={name}"]}):
         if keep in image.tags:
             continue
         try:
             client.images.remove(image.id, force=False, noprune=False)
-        except APIError:
+        except docker_errors.APIError:
             continue  # in use, or removed by someone else meanwhile
 
 
@@ -479,7 +479,7 @@ def cleanup(*, client: Any | None = None, images: bool = False,
     Raises:
         BackendUnavailableError: no Docker daemon.
     """
-    from docker.errors import APIError, NotFound
+    docker_errors = process.docker_sdk().errors
 
     docker = _client(client, timeout=120.0)
     filters = {"label": [f"{LABEL}=1", *(f"{k}={v}" for k, v in (only_labels or {}).items())]}
@@ -488,9 +488,9 @@ def cleanup(*, client: Any | None = None, images: bool = False,
         try:
             container.remove(force=True)
             removed.append(container.name)
-        except NotFound:
+        except docker_errors.NotFound:
             continue  # removed meanwhile (auto-remove, another cleanup)
-        except APIError as exc:
+        except docker_errors.APIError as exc:
             raise BackendUnavailableError(f"could not remove container {container.name}: {exc}") from exc
     gone: list[str] = []
     if images:
@@ -500,7 +500,7 @@ def cleanup(*, client: Any | None = None, images: bool = False,
             try:
                 docker.images.remove(image.id, force=True)
                 gone.append(image.tags[0] if image.tags else image.short_id)
-            except NotFound:
+            except docker_errors.NotFound:
                 continue
         with _lock:
             _ensured.clear()

@@ -70,6 +70,24 @@ def which(program: str) -> str | None:
     return shutil.which(program)
 
 
+def docker_sdk(extra: str = "docker", purpose: str = "The Docker backend") -> Any:
+    """The Docker SDK's module (``docker``; its ``errors`` and ``types`` with it): the one place
+    the package imports it, so a missing SDK is always the error with the pip line.
+
+    Args:
+        extra: the extra to name in the pip line (``mysql`` brings the SDK with pymysql).
+        purpose: what needs it, for the message.
+
+    Raises:
+        MissingDependencyError: the ``docker`` package is not installed.
+    """
+    try:
+        import docker
+    except ImportError as exc:
+        raise MissingDependencyError("docker", extra, purpose) from exc
+    return docker
+
+
 def docker_client(timeout: float = 60.0) -> Any:
     """A Docker SDK client for the daemon of the environment (DOCKER_HOST or the default socket).
 
@@ -77,15 +95,11 @@ def docker_client(timeout: float = 60.0) -> Any:
         MissingDependencyError: the ``docker`` package is not installed.
         BackendUnavailableError: no daemon answers.
     """
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError as exc:
-        raise MissingDependencyError("docker", "docker", "The Docker backend") from exc
+    docker = docker_sdk()
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
-    except DockerException as exc:
+    except docker.errors.DockerException as exc:
         raise BackendUnavailableError(
             f"no Docker daemon answers ({exc}). Start one (e.g. `dockerd &`, or `systemctl start docker`) "
             "or use an embedded backend (backend='local' / 'sqlite')."

@@ -189,7 +189,7 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         paths = [str(Path(t).resolve()) for t in args.tasks]
         given["tasks"] = paths
         if not args.envs and not stored:
-            grouped = tasks_by_domain(load_sources(paths))
+            grouped = tasks_by_domain(load_sources(paths, require_tasks=True))
             given["envs"] = [registry.get_domain(name).envs[0].id for name in grouped]
     if args.max_steps is not None:
         given["env_options"] = {**stored.get("env_options", {}), "max_steps": args.max_steps}
@@ -210,7 +210,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
 
         run_envs = [full_env_id(e) for e in (data.get("envs") or env_ids())]
         merged = {k: dict(v) for k, v in stored.get("env_options_by_env", {}).items()}
-        for env_id, options in resolve_env_options(args.env_option, run_envs).items():
+        for env_id, options in resolve_env_options(args.env_option, run_envs,
+                                                   data.get("backends") or ("auto",)).items():
             merged.setdefault(env_id, {}).update(options)
         data["env_options_by_env"] = merged
     if not stored:
@@ -303,11 +304,15 @@ def run(args: argparse.Namespace) -> int:
 
     from agentunit_gym.core.task_sources import load_sources, problems_of
     from agentunit_gym.eval.agents import resolve_agent
+    from agentunit_gym.eval.routing import check_task_paths
 
     config, output = build_config(args)
     err = Console(stderr=True, quiet=args.quiet, highlight=False)
     if config.tasks:
-        sources = load_sources(config.tasks)
+        # A path no task loads from, or one whose tasks no env of the run takes, stops here (exit 2):
+        # the run would otherwise go on with the bundled suites alone.
+        sources = load_sources(config.tasks, require_tasks=True)
+        check_task_paths(config.tasks, config.envs)
         for source in sources:
             err.print(f"--tasks {source.path}: {len(source.result.tasks)} task(s) of the {source.domain.name} "
                       f"domain ({source.format} format)", markup=False)

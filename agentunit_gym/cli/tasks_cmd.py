@@ -102,7 +102,7 @@ def _selected(args: argparse.Namespace) -> tuple[list[tuple[Domain, TaskSpec]], 
     if env and args.domain and args.domain != name:
         raise ConfigError(f"--env {env} is a {name} env, --domain says {args.domain}: give one of them.")
     if args.tasks:
-        sources = load_sources(args.tasks, name)
+        sources = load_sources(args.tasks, name, require_tasks=True)
         pairs = [(s.domain, t) for s in sources for t in s.result.tasks]
     else:
         sources = []
@@ -256,12 +256,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         print("agentunit-gym tasks check: error: --concurrency must be at least 1", file=sys.stderr)
         return 2
     options: dict[str, dict[str, Any]] = {}
-    if args.env_option:
+    if args.env_option:  # checked against the envs the paths hold tasks of; none: check_tasks says why
         from agentunit_gym.core.task_sources import tasks_by_domain
         from agentunit_gym.eval.env_options import resolve_env_options
 
         run_envs = [get_domain(name).envs[0].id for name in tasks_by_domain(load_sources(args.paths))]
-        options = resolve_env_options(args.env_option, run_envs)
+        options = resolve_env_options(args.env_option, run_envs, args.backends or ("auto",)) if run_envs else {}
     result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
                          concurrency=args.concurrency, network=args.network, env_options_by_env=options)
     if args.json:

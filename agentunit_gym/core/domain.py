@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,25 @@ class BackendSpec:
     embedded default, the one ``backend="auto"`` falls back to."""
     needs_docker: bool = False
     """Needs a Docker daemon (``backend="auto"`` prefers it when one answers)."""
+    options_from: tuple[str, ...] | None = None
+    """``"module:callable"`` targets (a class, a function) whose keyword parameters are the
+    options this backend takes through the env's ``**options`` (``eval --env-option
+    ENV:KEY=VALUE`` is checked against them and the env's own keywords); ``()``: it takes none.
+    None: not declared, and such options are not checked."""
+
+    def option_names(self) -> frozenset[str] | None:
+        """The keyword options :attr:`options_from` names (imported now), or None when undeclared.
+
+        Raises:
+            ConfigError: a target that does not import.
+        """
+        if self.options_from is None:
+            return None
+        names: set[str] = set()
+        for target in self.options_from:
+            params = inspect.signature(import_object(target)).parameters.values()
+            names |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        return frozenset(names)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 A path is a native task file or folder (YAML/JSON of a domain's task model) or something a
 domain's :class:`~agentunit_gym.core.domain.TaskLoader` reads (AgentBench's data files and
 folders). Every registered domain is asked, so a domain installed later gets ``--tasks``
-for free. One item that does not convert is a problem to report, never a stop.
+for free. One item that does not convert is a problem to report, never a stop; a path from
+which no task loads at all stops a run (``require_tasks``) instead of leaving the bundled
+suite to run in its place.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from agentunit_gym.core.domain import Domain, LoadProblem, LoadResult
 from agentunit_gym.core.registry import domains, get_domain
-from agentunit_gym.errors import ConfigError, TaskFileError
+from agentunit_gym.errors import ConfigError, NoTasksError, TaskFileError
 from agentunit_gym.tasks.spec import TaskSpec
 
 
@@ -78,9 +80,34 @@ def load_path(path: str | Path, domain: str | None = None, fmt: str | None = Non
     return [best]
 
 
-def load_sources(paths: Sequence[str | Path], domain: str | None = None) -> list[TaskSource]:
-    """:func:`load_path` for each path, in order."""
-    return [source for p in paths for source in load_path(p, domain)]
+def load_sources(paths: Sequence[str | Path], domain: str | None = None, *,
+                 require_tasks: bool = False) -> list[TaskSource]:
+    """:func:`load_path` for each path, in order.
+
+    Args:
+        paths: task files or folders.
+        domain: read them with this domain only (default: the domain(s) that recognise each).
+        require_tasks: every path must give at least one task (tasks to run: a path that gives
+            none would leave its domain on the bundled suite); items that fail beside ones
+            that load are still problems to report, not a stop.
+
+    Raises:
+        NoTasksError: ``require_tasks`` and no task loads from a path (every such path and
+            its problems are named).
+        TaskFileError, DomainError, ConfigError: see :func:`load_path`.
+    """
+    sources: list[TaskSource] = []
+    empty: list[str] = []
+    problems: list[str] = []
+    for p in paths:
+        found = load_path(p, domain)
+        if require_tasks and not any(s.result.tasks for s in found):
+            empty.append(str(p))
+            problems += [str(problem) for problem in problems_of(found)] or [f"{p}: holds no task."]
+        sources += found
+    if empty:
+        raise NoTasksError(empty, problems)
+    return sources
 
 
 def tasks_by_domain(sources: Sequence[TaskSource]) -> dict[str, list[TaskSpec]]:

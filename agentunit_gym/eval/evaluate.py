@@ -25,6 +25,7 @@ from typing import Any
 from agentunit_gym.errors import ConfigError, RunStoppedError
 from agentunit_gym.eval.agents import AgentFactory, resolve_agent
 from agentunit_gym.eval.report import write_report
+from agentunit_gym.eval.routing import check_task_paths
 from agentunit_gym.eval.runner import (
     EnvFactory,
     EvalConfig,
@@ -196,11 +197,14 @@ def evaluate(
 
     Raises:
         ConfigError: bad options, or a run directory that holds another run.
+        NoTasksError: no task loads from a path of ``config.tasks`` (the bundled suite is not run instead).
         BackendUnavailableError: a backend asked for cannot run here.
         EndpointError: the model endpoint does not answer (``check_endpoint``).
         RunStoppedError: most episodes failed for one infrastructure reason; the run stopped early.
     """
-    if agent_factory is None:  # before any folder exists: a wrong agent or a dead endpoint leaves nothing behind
+    # Before any folder exists: task paths the run would not use, a wrong agent or a dead endpoint leave nothing.
+    check_task_paths(config.tasks, config.envs)
+    if agent_factory is None:
         label, agent_factory = resolve_agent(config.agent, base_url=base_url, api_key_env=api_key_env,
                                              check_endpoint=check_endpoint, **(agent_options or {}))
     else:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentunit_gym.core.trace import Usage
-from agentunit_gym.errors import ConfigError
+from agentunit_gym.errors import MissingDependencyError
 from agentunit_gym.eval.model_config import (
     DEFAULT_PRICES,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -65,20 +65,16 @@ from agentunit_gym.eval.retry_policy import RetryPolicy
 if TYPE_CHECKING:
     import openai
 
-OPENAI_HINT = 'pip install "agentunit-gym[openai]"'
-"""How to install the SDK when it is missing."""
-
-
 def _openai() -> Any:
     """The ``openai`` module.
 
     Raises:
-        ConfigError: the SDK is not installed (with the install line).
+        MissingDependencyError: the SDK is not installed (a ConfigError with the install line).
     """
     try:
         import openai
     except ImportError as exc:
-        raise ConfigError(f"model calls need the openai SDK: {OPENAI_HINT}") from exc
+        raise MissingDependencyError("openai", "openai", "Calling a model (openai: agents, the judge)") from exc
     return openai
 
 
@@ -283,6 +279,6 @@ class ModelClient:
                      cost=cost, latency_s=latency)
 
 
-__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "LOOPBACK_HOSTS", "OPENAI_HINT",
+__all__ = ["DEFAULT_PRICES", "DEFAULT_REQUEST_TIMEOUT_S", "DEFAULT_TURN_DEADLINE_S", "LOOPBACK_HOSTS",
            "RETRYABLE_STATUSES", "Completion", "EndpointUnavailableError", "ModelAPIError", "ModelClient",
            "OpenAIConfig", "context_limit_message", "load_price_table", "parse_model_args", "wire_messages"]

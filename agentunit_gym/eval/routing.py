@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -17,6 +17,9 @@ from agentunit_gym.core import registry
 from agentunit_gym.core.conversation import ScriptedConversation
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from agentunit_gym.core.task_sources import TaskSource
 
 EnvFactory = Callable[[str, dict[str, Any]], gym.Env[str, str]]
 """Makes one env (the standard stack) for an env id and options."""
@@ -110,10 +113,17 @@ def network_options(env_id: str, network: bool) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=8)
-def _tasks_of(paths: tuple[str, ...]) -> dict[str, list[TaskSpec]]:
-    from agentunit_gym.core.task_sources import load_sources, tasks_by_domain
+def _sources_of(paths: tuple[str, ...]) -> list[TaskSource]:
+    from agentunit_gym.core.task_sources import load_sources
 
-    return tasks_by_domain(load_sources(paths))
+    return load_sources(paths, require_tasks=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _tasks_of(paths: tuple[str, ...]) -> dict[str, list[TaskSpec]]:
+    from agentunit_gym.core.task_sources import tasks_by_domain
+
+    return tasks_by_domain(_sources_of(paths))
 
 
 def task_options(env_id: str, paths: Sequence[str]) -> dict[str, Any]:
@@ -121,7 +131,7 @@ def task_options(env_id: str, paths: Sequence[str]) -> dict[str, Any]:
     (the env keeps its bundled suite). Read once per process for the same paths.
 
     Raises:
-        TaskFileError: a path that no domain can read.
+        TaskFileError: a path that no domain can read; ``NoTasksError``: one no task loads from.
     """
     if not paths:
         return {}
@@ -134,6 +144,29 @@ def task_domains(paths: Sequence[str]) -> list[str]:
     """The names of the domains the ``--tasks`` paths hold tasks of, in registry order."""
     found = _tasks_of(tuple(paths))
     return [d.name for d in registry.domains() if d.name in found]
+
+
+def check_task_paths(paths: Sequence[str], env_ids: Sequence[str]) -> None:
+    """Refuse ``--tasks`` paths a run would not use, before anything runs: a path from which no
+    task loads, or whose tasks are all of domains with no env in the run (``--env`` names others).
+    Either way the run would otherwise go on with the bundled suites alone.
+
+    Raises:
+        NoTasksError: no task loads from a path (each such path and its problems named).
+        TaskFileError: a path that does not exist or no domain can read.
+        ConfigError: a path whose tasks no env of the run takes.
+    """
+    if not paths:
+        return
+    sources = _sources_of(tuple(paths))  # every path gives tasks, or NoTasksError names those that do not
+    run_domains = {env_domain(full_env_id(e)) for e in env_ids}
+    for path in paths:
+        held = sorted({s.domain.name for s in sources if s.path == Path(path) and s.result.tasks})
+        if not run_domains & set(held):
+            envs = " ".join(f"--env {registry.get_domain(name).envs[0].short_id}" for name in held)
+            raise ConfigError(f"{path} holds tasks of the {', '.join(held)} domain, and no env of this run "
+                              f"({', '.join(env_ids)}) takes them; add {envs}, or leave out --env to run "
+                              "the domains the paths hold.")
 
 
 @functools.lru_cache(maxsize=16)
@@ -192,4 +225,5 @@ def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, st
 
 __all__ = ["TOOL_CALL_PROTOCOLS", "EnvFactory", "backend_for", "default_env_factory", "env_domain",
            "full_env_id", "network_options", "protocol_ending_issues", "protocol_options", "registered_env_ids",
-           "scripted_conversation", "task_domains", "task_options"]
+           "scripted_conversation", "task_domains", "task_options",
+           "check_task_paths"]

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from agentunit_gym.core.registry import get_domain
-from agentunit_gym.core.task_sources import TaskSource, load_sources, tasks_by_domain
-from agentunit_gym.errors import EndpointRequiredError, RunStoppedError
+from agentunit_gym.core.task_sources import TaskSource, load_sources, problems_of, tasks_by_domain
+from agentunit_gym.errors import EndpointRequiredError, NoTasksError, RunStoppedError
 from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
@@ -155,12 +155,15 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
         One :class:`FileCheck` per source file, in the order read.
 
     Raises:
-        TaskFileError: a path does not exist or nothing there is a task file.
+        TaskFileError: a path does not exist or nothing there is a task file; ``NoTasksError``:
+            no task loads from any of the paths (files that load are checked beside broken ones).
         ConfigError: two files give the same task id, or bad options (an unknown backend).
         BackendUnavailableError: the backend cannot run here.
     """
     resolved = [str(Path(p).resolve()) for p in paths]
     sources = load_sources(resolved)
+    if not any(s.result.tasks for s in sources):  # nothing to check: say why, as eval does
+        raise NoTasksError(resolved, [str(p) for p in problems_of(sources)])
     grouped = tasks_by_domain(sources)  # raises on a task id given twice
     files: dict[str, FileCheck] = {}
     owner: dict[tuple[str, str], FileCheck] = {}

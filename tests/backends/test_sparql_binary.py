@@ -19,7 +19,7 @@ def test_a_shim_on_path_is_not_taken_for_the_server(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(container.importlib.metadata, "distribution",
                         lambda name: (_ for _ in ()).throw(container.importlib.metadata.PackageNotFoundError(name)))
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(container.ImageBuildError, match="kg-server"):
+    with pytest.raises(container.MissingDependencyError, match=r"pip install \"agentunit-gym\[kg-server\]\""):
         container.oxigraph_binary()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.clitools import cli
 
 
@@ -45,3 +47,28 @@ def test_a_limit_that_does_not_parse_exits_2_naming_it(tmp_path: Path) -> None:
                "--env-option", "memory=lots", cwd=tmp_path)
     assert done.returncode == 2, (done.returncode, done.stderr[-800:])
     assert "memory must be a size such as '512m'" in done.stderr
+
+
+def test_an_option_for_one_env_is_checked_against_it_and_its_backend(tmp_path: Path) -> None:
+    # DB-v0 passes unknown keywords on to its backend: DB-v0:bogus=1 used to be stored and ignored.
+    out = tmp_path / "r"
+    done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "1", "--output", str(out),
+               "--env-option", "DB-v0:bogus=1", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-800:]
+    assert "--env-option 'DB-v0:bogus=1': AgentUnit/DB-v0 takes no option 'bogus'; its options: " in done.stderr
+    assert "the sqlite backend's: none" in done.stderr
+    assert not out.exists()
+
+
+def test_backend_options_follow_the_backend_of_the_run() -> None:
+    from agentunit_gym.errors import ConfigError
+    from agentunit_gym.eval.env_options import resolve_env_options
+
+    db, shop = "AgentUnit/DB-v0", "AgentUnit/WebShop-v0"
+    # Under auto the env may run on mysql: its container options are taken.
+    assert resolve_env_options(["DB-v0:image=mysql:8"], [db]) == {db: {"image": "mysql:8"}}
+    assert resolve_env_options(["WebShop-v0:start_timeout=30"], [shop], ["server"]) == {shop: {"start_timeout": 30}}
+    with pytest.raises(ConfigError, match="takes no option 'image'.*the sqlite backend's: none"):
+        resolve_env_options(["DB-v0:image=mysql:8"], [db], ["sqlite"])
+    with pytest.raises(ConfigError, match="takes no option 'bogus'.*the mysql backend's: image, memory_limit"):
+        resolve_env_options(["DB-v0:bogus=1"], [db])

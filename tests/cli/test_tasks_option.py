@@ -164,3 +164,69 @@ def test_an_init_that_fails_is_recorded_and_the_env_copy_goes_on(tmp_path: Path)
     assert sorted((r.task_id, r.success) for r in records) == [("os-broken-init", False)] * 2 + [("os-fine", True)] * 2
     broken = [r for r in records if r.task_id == "os-broken-init"]
     assert all("init script 1 of 1 failed (exit code 3)" in (r.error or "") for r in broken), broken
+
+
+def _broken_paths(tmp_path: Path) -> tuple[Path, Path]:
+    """A file that is not JSON, and a folder whose every item fails (bad JSON, a task without an instruction)."""
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    folder = tmp_path / "all_bad"
+    folder.mkdir()
+    (folder / "a.json").write_text("[1, 2")
+    (folder / "b.yaml").write_text("tasks:\n- id: no-instruction\n  answer: ['1']\n")
+    return broken, folder
+
+
+def test_eval_stops_with_exit_2_when_no_task_loads_from_a_path(tmp_path: Path) -> None:
+    # It used to print "skipped: ...", run all the bundled suites and exit 0.
+    broken, folder = _broken_paths(tmp_path)
+    native = tmp_path / "my_tasks.yaml"
+    native.write_text(NATIVE)
+    out = tmp_path / "run"
+    for paths in ([broken], [folder], [native, broken]):
+        done = cli("eval", *(a for p in paths for a in ("--tasks", str(p))), "--quiet", "--output", str(out),
+                   cwd=tmp_path, timeout=120)
+        assert done.returncode == 2, (paths, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and "episodes run" not in done.stderr and done.stdout == ""
+        assert "no task loads from this path, so nothing runs" in done.stderr
+        assert not out.exists()  # no run folder: no episode ran
+    # Each file is named with its problem.
+    done = cli("eval", "--tasks", str(broken), "--tasks", str(folder), "--quiet", "--output", str(out), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{broken}: not valid JSON" in done.stderr
+    assert f"{folder / 'a.json'}: not valid JSON" in done.stderr
+    assert f"{folder / 'b.yaml'}, task 'no-instruction', field 'instruction': Field required" in done.stderr
+    assert not out.exists()
+
+
+def test_tasks_for_no_env_of_the_run_stop_it(tmp_path: Path) -> None:
+    native = tmp_path / "my_tasks.yaml"
+    native.write_text(NATIVE)  # DB tasks
+    out = tmp_path / "run"
+    done = cli("eval", "--env", "OS-v0", "--tasks", str(native), "--quiet", "--output", str(out), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"{native} holds tasks of the db domain, and no env of this run (AgentUnit/OS-v0) takes them; " \
+           "add --env DB-v0" in done.stderr
+    assert not out.exists()
+
+
+def test_tasks_list_and_check_refuse_a_path_with_no_task(tmp_path: Path) -> None:
+    broken, _ = _broken_paths(tmp_path)
+    for args in (["tasks", "list", "--tasks", str(broken)], ["tasks", "check", str(broken)]):
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr[-2000:])
+        assert f"{broken}: not valid JSON" in done.stderr and done.stdout == ""
+
+
+def test_evaluate_raises_no_tasks_error_and_leaves_no_folder(tmp_path: Path) -> None:
+    from agentunit_gym.errors import NoTasksError, TaskFileError
+    from agentunit_gym.eval.config import EvalConfig
+    from agentunit_gym.eval.evaluate import evaluate
+
+    broken, folder = _broken_paths(tmp_path)
+    out = tmp_path / "run"
+    with pytest.raises(NoTasksError) as info:
+        evaluate(EvalConfig(envs=("DB-v0",), backends=("sqlite",), tasks=(str(broken), str(folder))), out)
+    assert isinstance(info.value, TaskFileError)
+    assert info.value.paths == [str(broken), str(folder)] and len(info.value.problems) == 3
+    assert not out.exists()

@@ -73,7 +73,7 @@ class _Container:
 
     def __init__(self, client: Any, image: str, host_config: dict[str, Any], environment: dict[str, str],
                  name: str, timeout: float, owner: str) -> None:
-        from docker.errors import APIError, ImageNotFound
+        docker_errors = process.docker_sdk().errors
         from requests.exceptions import RequestException
 
         self.client = client
@@ -91,10 +91,10 @@ class _Container:
                         f"{LABEL}.sandbox": owner},
                 stdin_open=True, tty=False, host_config=host_config, working_dir="/",
             )
-        except ImageNotFound as exc:
+        except docker_errors.ImageNotFound as exc:
             raise ConfigError(f"image {image!r} is not on the Docker daemon; build it with "
                               "`agentunit-gym images build os` or pass image=None.") from exc
-        except APIError as exc:
+        except docker_errors.APIError as exc:
             raise BackendUnavailableError(f"could not create sandbox container {name}: {exc}") from exc
         except RequestException as exc:  # the SDK lets the HTTP layer's timeouts through
             raise BackendTimeoutError(f"the Docker daemon did not create {name} in time ({exc}); "
@@ -109,7 +109,7 @@ class _Container:
             self._attached = attached
             client.api.start(self.id)
             hello = self._read_line(time.monotonic() + timeout)
-        except (APIError, BackendError, BackendTimeoutError, OSError, RequestException) as exc:
+        except (docker_errors.APIError, BackendError, BackendTimeoutError, OSError, RequestException) as exc:
             self.remove()
             if isinstance(exc, BackendTimeoutError):
                 raise
@@ -197,16 +197,16 @@ class _Container:
                     channel.close()
             except OSError:
                 pass
-        from docker.errors import APIError, NotFound
+        docker_errors = process.docker_sdk().errors
         from requests.exceptions import RequestException
 
         try:
             self.client.api.remove_container(self.id, force=True)
-        except NotFound:
+        except docker_errors.NotFound:
             pass
         except RequestException as exc:
             raise BackendError(f"could not remove sandbox container {self.name} in time: {exc}") from exc
-        except APIError as exc:
+        except docker_errors.APIError as exc:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise BackendError(f"could not remove sandbox container {self.name}: {exc}") from exc
         except AttributeError:
@@ -304,7 +304,7 @@ class DockerSandbox(Sandbox):
         return self._box.name if self._box is not None else None
 
     def _new_container(self) -> _Container:
-        from docker.types import LogConfig
+        LogConfig = process.docker_sdk().types.LogConfig
 
         host_config = self._client.api.create_host_config(
             network_mode="bridge" if self.network else "none", init=True, read_only=True, cap_drop=["ALL"],

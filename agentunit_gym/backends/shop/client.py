@@ -176,7 +176,7 @@ class ServerShopBackend(ShopBackend):
             BackendUnavailableError: no Docker daemon, or the server did not come up in time.
             ImageBuildError: the image could not be built.
         """
-        from docker.errors import APIError
+        docker_errors = process.docker_sdk().errors
 
         from agentunit_gym.backends.images import ensure_image
 
@@ -208,7 +208,7 @@ class ServerShopBackend(ShopBackend):
                     str(root): {"bind": _CACHE_DIR, "mode": "ro"},
                 },
             )
-        except APIError as exc:
+        except docker_errors.APIError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise BackendUnavailableError(f"cannot start the shop server container from {tag}: {exc}") from exc
         url = f"unix://{workdir}/shop.sock"
@@ -251,10 +251,10 @@ class ServerShopBackend(ShopBackend):
 
 
 def _remove(container: Any, workdir: str) -> None:
-    from docker.errors import DockerException
+    docker_errors = process.docker_sdk().errors
 
     try:
         container.remove(force=True)
-    except DockerException:
+    except docker_errors.DockerException:
         pass
     shutil.rmtree(workdir, ignore_errors=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from agentunit_gym.backends.images import LABEL, ensure_image
 from agentunit_gym.backends.sparql.http import HTTPSPARQL
-from agentunit_gym.errors import BackendUnavailableError, ImageBuildError
+from agentunit_gym.errors import BackendUnavailableError, MissingDependencyError
 
 IMAGE = "kg"
 CONTAINER_PORT = "7878/tcp"
@@ -41,7 +41,7 @@ def oxigraph_binary() -> Path:
     """The ``oxigraph`` server binary of the current Python environment.
 
     Raises:
-        ImageBuildError: it is not installed.
+        MissingDependencyError: it is not installed (the pip line of the ``kg-server`` extra).
     """
     candidates = [Path(p) / "bin" / "oxigraph" for p in dict.fromkeys((sys.prefix, sys.base_prefix))]
     try:
@@ -57,10 +57,7 @@ def oxigraph_binary() -> Path:
         # script) found on PATH would be copied in and fail there.
         if path.is_file() and _is_executable_binary(path):
             return path
-    raise ImageBuildError(
-        "the kg image needs the Oxigraph server binary: pip install \"agentunit-gym[kg-server]\" "
-        "(PyPI's `oxigraph` wheel), then build again."
-    )
+    raise MissingDependencyError("oxigraph", "kg-server", "The kg image (the Oxigraph server binary it serves with)")
 
 
 class SPARQLContainer:

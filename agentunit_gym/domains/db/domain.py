@@ -27,9 +27,9 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("mysql", "a MariaDB (MySQL-compatible) server in a container, or an existing one by DSN",
-                    needs_docker=True),
+                    needs_docker=True, options_from=("agentunit_gym.backends.sql.mysql.backend:MySQLBackend",)),
         BackendSpec("sqlite", "embedded SQLite in the env's process, no daemon",
-                    embedded=True),
+                    embedded=True, options_from=()),
     ),
     backend_factory="agentunit_gym.backends.sql.factory:open_sql_backend",
     task_model=DBTask,

@@ -33,9 +33,9 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("docker", "one container per env from the project's image, --network none",
-                    needs_docker=True),
+                    needs_docker=True, options_from=("agentunit_gym.backends.sandbox.docker:DockerSandbox",)),
         BackendSpec("local", "Linux namespaces on the host (bubblewrap or unshare), no daemon",
-                    embedded=True),
+                    embedded=True, options_from=("agentunit_gym.backends.sandbox.local.sandbox:LocalSandbox",)),
     ),
     backend_factory="agentunit_gym.backends.sandbox.factory:open_sandbox",
     task_model=OSTask,

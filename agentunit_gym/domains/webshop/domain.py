@@ -40,9 +40,10 @@ DOMAIN = Domain(
     step_limit=STEP_LIMIT,
     backends=(
         BackendSpec("embedded", "the shop engine in the env's process (bm25s index, memory-mapped), no daemon",
-                    embedded=True),
+                    embedded=True, options_from=("agentunit_gym.backends.shop.engine:Shop.open",)),
         BackendSpec("server", "the shop as an HTTP server in the project's webshop container, or at a url",
-                    needs_docker=True),
+                    needs_docker=True, options_from=("agentunit_gym.backends.shop.client:ServerShopBackend",
+                                                     "agentunit_gym.backends.shop.client:ServerShopBackend.start_container")),
     ),
     backend_factory="agentunit_gym.backends.shop.factory:open_shop_backend",
     task_model=WebShopTask,

@@ -106,11 +106,11 @@ class ContainerServer(Server):
             from agentunit_gym.backends.images import ensure_image
 
             return ensure_image(DEFAULT_IMAGE, client=client)
-        from docker.errors import ImageNotFound
+        docker_errors = process.docker_sdk().errors
 
         try:
             client.images.get(self.image)
-        except ImageNotFound as exc:
+        except docker_errors.ImageNotFound as exc:
             raise BackendUnavailableError(
                 f"image {self.image!r} is not on this Docker daemon. Pull it (docker pull {self.image}) "
                 "or leave image unset to use the project's MariaDB image."
@@ -118,7 +118,8 @@ class ContainerServer(Server):
         return self.image
 
     def start(self) -> ConnectParams:
-        from docker.errors import APIError
+        # The SDK comes with the mysql extra (pymysql and docker): name that extra when it is missing.
+        docker_errors = process.docker_sdk("mysql", "The mysql SQL backend's server container").errors
 
         client = process.docker_client()
         tag = self._image_tag(client)
@@ -144,7 +145,7 @@ class ContainerServer(Server):
                 tmpfs={"/var/lib/mysql": f"rw,size={self.tmpfs_size},mode=0755"},
                 volumes={sockdir: {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"}},
             )
-        except APIError as exc:
+        except docker_errors.APIError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise BackendUnavailableError(f"cannot start the SQL server container from {tag}: {exc}") from exc
         self._finalizer = weakref.finalize(self, remove_container, self.container, workdir)
@@ -154,7 +155,7 @@ class ContainerServer(Server):
 
     def _wait_ready(self, params: ConnectParams, tag: str) -> None:
         """Poll (with a deadline) until the server accepts the admin login."""
-        from docker.errors import NotFound
+        docker_errors = process.docker_sdk().errors
 
         deadline = time.monotonic() + self.start_timeout
         last = "the socket did not appear"
@@ -169,7 +170,7 @@ class ContainerServer(Server):
             try:
                 self.container.reload()
                 status = self.container.status
-            except NotFound:
+            except docker_errors.NotFound:
                 status = "removed"
             if status in ("exited", "dead", "removed"):
                 logs = self._logs()
@@ -194,13 +195,13 @@ class ContainerServer(Server):
             return "(no logs)"
 
     def alive(self) -> bool:
-        from docker.errors import DockerException
+        docker_errors = process.docker_sdk().errors
 
         if self.container is None:
             return False
         try:
             self.container.reload()
-        except DockerException:
+        except docker_errors.DockerException:
             return False
         return bool(self.container.status == "running")
 
