@@ -74,7 +74,7 @@ SERVER_ADDRESS = "http://127.0.0.1:8000"
 """Where a block that runs against a server finds it; the test's server is elsewhere."""
 OUTPUT = "<!-- output of the block above -->"
 
-COMMAND = re.compile(r"^\s*(\$ )?(agentunit-gym|python|pip|pytest|bash|git|curl|export|uv|vf-eval|ray)\b")
+COMMAND = re.compile(r"^\s*(\$ )?(agentunit-gym|python|pip|pytest|bash|git|curl|export|uv|vf-eval|ray)(\s|$)")
 """The first line of an untagged block that is a command in disguise."""
 
 SHOWN_PRINT = re.compile(r"^\s*print\(.*\)\s+#\s*\S")
@@ -494,3 +494,17 @@ def test_the_task_file_error_in_tasks_md_is_the_loaders(tmp_path: Path, monkeypa
     with pytest.raises(TaskFileError) as raised:
         load_tasks(["my_tasks.yaml"], OSTask)
     assert str(raised.value) == found.group(1)
+
+
+def test_the_no_task_error_in_tasks_md_is_the_clis(tmp_path: Path) -> None:
+    """docs/tasks.md shows what ``eval --tasks`` says, exit 2, when no task loads from a path: a
+    ``broken.json`` that is not JSON gets that message (its path written in full, the folder aside)."""
+    page = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
+    found = re.search(r"\n```\n(agentunit-gym: error: broken\.json: .*?\n)```", page, re.DOTALL)
+    assert found is not None, "docs/tasks.md lost its sample of a task file from which no task loads"
+    (tmp_path / "broken.json").write_text("{x}", encoding="utf-8")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "agentunit_gym", "eval", "--tasks", "broken.json"], cwd=tmp_path,
+                          env=environment, capture_output=True, text=True, timeout=DEADLINE, check=False)
+    assert done.returncode == 2
+    assert done.stderr.replace(f"{tmp_path}{os.sep}", "") == found.group(1)
