@@ -123,9 +123,10 @@ def _report_problems(sources: list[TaskSource]) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print a table of tasks (bundled, or of ``--tasks``), filtered by domain and category."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from agentunit_gym.cli.console import table_console
 
     pairs, sources = _selected(args)
     if args.json:
@@ -154,10 +155,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                            + "".join(f" ({note})" for note in task.list_notes())), str(task.k_opt),
                       Text(task.instruction))
         count += 1
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        # Piped or captured output has no width; do not squeeze the columns into 80.
-        console = Console(file=sys.stdout, width=200)
+    console = table_console(file=sys.stdout)
     console.print(table)
     console.print(f"{count} task(s)")
     _report_problems(sources)
@@ -245,10 +243,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run :func:`~agentunit_gym.eval.taskcheck.check_tasks` and print its table (or JSON)."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from agentunit_gym.cli.console import table_console
     from agentunit_gym.eval.taskcheck import check_tasks
     from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
@@ -276,9 +274,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         reasons = "\n".join(f"{count}x {_short(reason)}" for reason, count in f.top_reasons())
         table.add_row(Text(f.file), Text(f.domain), str(f.loaded), str(len(f.not_converted)), str(f.ran),
                       str(f.passed), str(len(f.failed)), str(len(f.not_run)), Text(reasons))
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        console = Console(file=sys.stdout, width=200)
+    console = table_console(file=sys.stdout)
     console.print(table)
     for f in result.files:
         for failure in [*f.not_converted, *f.not_run, *f.failed]:
