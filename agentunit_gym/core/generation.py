@@ -20,14 +20,21 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
 
-from agentunit_gym.core.domain import Domain
+from agentunit_gym.core.domain import Domain, import_object
 from agentunit_gym.core.registry import domain_of_env, domains, env_ids
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.overlap import KEYS, key_values
 from agentunit_gym.tasks.spec import TaskSpec
+from agentunit_gym.tasks.splits import check_split
+
+EXCLUDE_KEYS: tuple[str, ...] = ("id", "reference", "answer")
+"""The keys ``--exclude`` compares: the same task, not the same shape of instruction (every
+instance of a family shares that; a generated train set avoids the test splits by all four)."""
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The installed ``agentunit_gym`` package: generated sets are never written inside it."""
@@ -56,17 +63,100 @@ def task_items(tasks: list[TaskSpec]) -> list[dict[str, object]]:
     return [t.model_dump(mode="json", exclude_defaults=True, exclude={"source"}) for t in tasks]
 
 
+def _blocker(domain: Domain, tasks: Sequence[TaskSpec], keys: Sequence[str]) -> Callable[[TaskSpec], bool]:
+    """Whether a task shares one of ``keys`` with ``tasks``."""
+    index = key_values(tasks, domain.task_keys)
+
+    def blocked(task: TaskSpec) -> bool:
+        own = domain.task_keys(task)
+        values = {"id": task.id, "instruction": own.instruction, "reference": own.reference, "answer": own.answer}
+        return any(values[k] is not None and values[k] in index[k] for k in keys)
+
+    return blocked
+
+
+def generate_checked(domain: Domain, count: int, *, seed: int = 0, split: str | None = None,
+                     exclude: Sequence[TaskSpec] = ()) -> list[TaskSpec]:
+    """``count`` tasks of ``domain``'s generator, checked and filtered.
+
+    A ``train`` set holds no task that shares any overlap key (:mod:`agentunit_gym.tasks.overlap`)
+    with a bundled test task; no set holds a task that shares an id, reference or answer with
+    ``exclude`` (:data:`EXCLUDE_KEYS`). Tasks left out are replaced by the generator's next ones
+    (a longer count extends a shorter one), so the set is the generator's first ``count`` that pass.
+
+    Raises:
+        ConfigError: the domain has no generator, a count below 1, an unknown split, fewer tasks
+            available than ``count`` (the message gives how many are), or a generator that broke
+            its contract (an id not ``gen-<domain>-...``, a repeated or a bundled id).
+    """
+    generator = domain.generator
+    if generator is None:
+        raise ConfigError(f"the {domain.name} domain has no task generator; domains with one: see "
+                          "`agentunit-gym tasks generate --help`.")
+    if count < 1:
+        raise ConfigError(f"the number of tasks to generate must be at least 1, got {count}.")
+    if split is not None:
+        check_split(split)
+        if split == "dev":
+            raise ConfigError("generated tasks are train or test, not dev (dev is AgentBench's name); "
+                              "pass --split train or --split test.")
+    generate = import_object(generator.generate)
+    tests = [t for t in domain.bundled_tasks() if t.split == "test"] if split == "train" else []
+    leaks, excluded = _blocker(domain, tests, KEYS), _blocker(domain, exclude, EXCLUDE_KEYS)
+
+    def passes(task: TaskSpec) -> bool:
+        return not leaks(task) and not excluded(task)
+
+    want = count
+    while True:
+        try:
+            made: list[TaskSpec] = generate(want, seed=seed, split=split)
+        except ConfigError as exc:
+            if generator.ceiling is None or not (tests or exclude):
+                raise
+            ceiling = int(import_object(generator.ceiling)(split))
+            available = sum(passes(t) for t in generate(ceiling, seed=seed, split=split))
+            raise ConfigError(f"the {domain.name} generator makes {available} distinct task(s)"
+                              f"{f' in split {split!r}' if split else ''} outside the test splits and the excluded "
+                              f"sets, {count} were asked for; ask for fewer.") from exc
+        tasks = [t for t in made if passes(t)]
+        if len(tasks) >= count or len(made) < want:
+            break
+        want += (count - len(tasks)) * 2
+    tasks = tasks[:count]
+    _check_ids(domain, tasks)
+    if len(tasks) != count:
+        raise ConfigError(f"the {domain.name} generator made {len(tasks)} task(s), expected {count}.")
+    return tasks
+
+
+def _check_ids(domain: Domain, tasks: Sequence[TaskSpec]) -> None:
+    prefix = f"gen-{domain.name}-"
+    bundled = {t.id for t in domain.bundled_tasks()}
+    seen: set[str] = set()
+    for task in tasks:
+        if not task.id.startswith(prefix) or task.id in bundled or task.id in seen:
+            raise ConfigError(f"the {domain.name} generator made task id {task.id!r}: expected a new id "
+                              f"starting with {prefix!r}, one per distinct task; fix the generator "
+                              f"({domain.generator.generate if domain.generator else '?'}).")
+        seen.add(task.id)
+
+
 def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None = None,
-                    output: str | Path) -> tuple[Domain, list[TaskSpec], Path]:
+                    output: str | Path, exclude: Sequence[TaskSpec] = ()) -> tuple[Domain, list[TaskSpec], Path]:
     """Generate ``count`` tasks of ``env_id``'s domain and write them to ``output`` (JSON, or YAML
     by the suffix ``.yaml``/``.yml``).
+
+    Args:
+        exclude: tasks the set must not hold (``--exclude``: by id, reference or answer).
 
     Returns:
         The domain, the tasks and the file written.
 
     Raises:
-        ConfigError: an unknown env, a domain without a generator, a bad count or split, or an
-            output inside the installed package (generated sets never go there).
+        ConfigError: an unknown env, a domain without a generator, a bad count or split, fewer
+            tasks available than ``count``, or an output inside the installed package (generated
+            sets never go there).
     """
     domain = domain_for_env(env_id)
     path = Path(output)
@@ -76,7 +166,7 @@ def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None
                           "sets are never written there: give a path outside it, e.g. ./generated/tasks.json.")
     if path.suffix not in (".json", ".yaml", ".yml"):
         raise ConfigError(f"--output {path}: expected a .json, .yaml or .yml file name, found {path.suffix or 'none'}.")
-    tasks = domain.generate_tasks(count, seed=seed, split=split)
+    tasks = domain.generate_tasks(count, seed=seed, split=split, exclude=exclude)
     items = task_items(tasks)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".json":
