@@ -63,14 +63,16 @@ def task_items(tasks: list[TaskSpec]) -> list[dict[str, object]]:
     return [t.model_dump(mode="json", exclude_defaults=True, exclude={"source"}) for t in tasks]
 
 
-def _blocker(domain: Domain, tasks: Sequence[TaskSpec], keys: Sequence[str]) -> Callable[[TaskSpec], bool]:
-    """Whether a task shares one of ``keys`` with ``tasks``."""
-    index = key_values(tasks, domain.task_keys)
+def _blocker(domain: Domain, blocks: Sequence[tuple[Sequence[TaskSpec], Sequence[str]]]) -> Callable[[TaskSpec], bool]:
+    """Whether a task shares, for some ``(tasks, keys)`` of ``blocks``, one of ``keys`` with ``tasks``."""
+    indexes = [(key_values(tasks, domain.task_keys), keys) for tasks, keys in blocks if tasks]
 
     def blocked(task: TaskSpec) -> bool:
+        if not indexes:
+            return False
         own = domain.task_keys(task)
         values = {"id": task.id, "instruction": own.instruction, "reference": own.reference, "answer": own.answer}
-        return any(values[k] is not None and values[k] in index[k] for k in keys)
+        return any(values[k] is not None and values[k] in index[k] for index, keys in indexes for k in keys)
 
     return blocked
 
@@ -102,10 +104,10 @@ def generate_checked(domain: Domain, count: int, *, seed: int = 0, split: str | 
                               "pass --split train or --split test.")
     generate = import_object(generator.generate)
     tests = [t for t in domain.bundled_tasks() if t.split == "test"] if split == "train" else []
-    leaks, excluded = _blocker(domain, tests, KEYS), _blocker(domain, exclude, EXCLUDE_KEYS)
+    blocked = _blocker(domain, [(tests, KEYS), (exclude, EXCLUDE_KEYS)])
 
     def passes(task: TaskSpec) -> bool:
-        return not leaks(task) and not excluded(task)
+        return not blocked(task)
 
     want = count
     while True:

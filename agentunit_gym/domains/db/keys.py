@@ -5,9 +5,9 @@
 - reference: the reference SQL formatted by ``sqlparse`` (keywords upper case, comments
   stripped, whitespace collapsed; without ``sqlparse`` the whitespace is collapsed only);
 - answer: for SELECT-family tasks, the sorted gold values with their target: the table(s),
-  the columns the reference SQL reads and the values it names (its literals), so the same
-  question asked in other words or other SQL is found, and another question with an equal
-  answer is not; modifications have none (their gold is a table state, which their
+  the columns the reference SQL reads, the values it names (its literals) and the functions
+  and comparisons it applies, so the same question asked in other words or laid out otherwise
+  is found, and another question with an equal answer (a SUM and an AVG over one row) is not; modifications have none (their gold is a table state, which their
   reference key already pins).
 
 Example:
@@ -19,15 +19,19 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 
 from agentunit_gym.tasks.overlap import TaskKeys, canonical_json, collapse, mask_values
 from agentunit_gym.tasks.spec import TaskSpec
 
 _SPACE = re.compile(r"\s+")
+_FUNCTION = re.compile(r"\b([A-Za-z_]+)\s*\(")
+_COMPARISON = re.compile(r"[<>=!]+|\b(?:LIKE|IN|BETWEEN|NOT)\b", re.IGNORECASE)
 _LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # sqlparse takes ~1 ms a statement; generated sets repeat them
 def normalise_sql(sql: str) -> str:
     """``sql`` with keywords upper case, comments stripped and whitespace collapsed, no trailing ``;``."""
     try:
@@ -66,5 +70,8 @@ def db_task_keys(task: TaskSpec) -> TaskKeys:
         columns = sorted({c.name.lower() for t in task.tables for c in t.columns
                           if re.search(rf"\b{re.escape(c.name)}\b", sql, flags=re.IGNORECASE)})
         literals = sorted({_literal(m.group(0)) for m in _LITERAL.finditer(sql)})
-        answer = canonical_json([sorted(t.name.lower() for t in task.tables), columns, literals, sorted(task.answer)])
+        bare = _LITERAL.sub(" ", sql)
+        operations = sorted({f.upper() for f in _FUNCTION.findall(bare)} | {o.upper() for o in _COMPARISON.findall(bare)})
+        answer = canonical_json([sorted(t.name.lower() for t in task.tables), columns, literals, operations,
+                                 sorted(task.answer)])
     return TaskKeys(mask_values(task.instruction), reference, answer)
