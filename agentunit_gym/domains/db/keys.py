@@ -38,7 +38,8 @@ def normalise_sql(sql: str) -> str:
         import sqlparse
     except ImportError:  # the db extra is not installed: whitespace only
         return _SPACE.sub(" ", sql).strip().rstrip(";").strip()
-    text = sqlparse.format(sql, keyword_case="upper", strip_comments=True, strip_whitespace=True)
+    text = sqlparse.format(sql, keyword_case="upper", strip_comments=True, strip_whitespace=True,
+                           use_space_around_operators=True)
     return _SPACE.sub(" ", str(text)).strip().rstrip(";").strip()
 
 
