@@ -7,8 +7,8 @@ from pathlib import Path
 from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
 from agentunit_gym.domains.db.destructive import destructive_sql
-from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.db.keys import db_task_keys
+from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.db.prompt import PROMPT
 from agentunit_gym.domains.db.protocols import PROTOCOLS
 from agentunit_gym.domains.db.task import DBTask

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.kg.agentbench import collect_agentbench_kg, looks_like_agentbench_kg
-from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.keys import kg_task_keys
+from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.prompt import PROMPT
 from agentunit_gym.domains.kg.protocols import PROTOCOLS
 from agentunit_gym.domains.kg.task import KGTask

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.webshop.goals import goal_family
-from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.keys import webshop_task_keys
+from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.prompt import PROMPT
 from agentunit_gym.domains.webshop.protocols import PROTOCOLS
 from agentunit_gym.domains.webshop.task import WebShopTask
