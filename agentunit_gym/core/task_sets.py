@@ -76,11 +76,12 @@ def load_task_set(spec: str) -> TaskSet:
     if kind == "generated" and rest:
         parts = rest.split(":")
         if len(parts) not in (3, 4) or not all(p.isdigit() for p in parts[2:]):
-            raise ConfigError(f"{spec!r}: expected generated:ENV:SPLIT:COUNT[:SEED], e.g. generated:DB-v0:train:1000:0.")
+            raise ConfigError(f"{spec!r}: expected generated:ENV:SPLIT:COUNT[:SEED], "
+                              "e.g. generated:DB-v0:train:1000:0.")
         domain = domain_for_env(parts[0])
-        split = None if parts[1] == "all" else parts[1]
+        chosen = None if parts[1] == "all" else parts[1]
         seed = int(parts[3]) if len(parts) == 4 else 0
-        return TaskSet(spec, domain, tuple(domain.generate_tasks(int(parts[2]), seed=seed, split=split)))
+        return TaskSet(spec, domain, tuple(domain.generate_tasks(int(parts[2]), seed=seed, split=chosen)))
     return _load_files(spec)
 
 

@@ -7,8 +7,8 @@
 - answer: for SELECT-family tasks, the sorted gold values with their target: the table(s),
   the columns the reference SQL reads, the values it names (its literals) and the functions
   and comparisons it applies, so the same question asked in other words or laid out otherwise
-  is found, and another question with an equal answer (a SUM and an AVG over one row) is not; modifications have none (their gold is a table state, which their
-  reference key already pins).
+  is found, and another question with an equal answer (a SUM and an AVG over one row) is not;
+  modifications have none (their gold is a table state, which their reference key pins).
 
 Example:
 
@@ -72,7 +72,8 @@ def db_task_keys(task: TaskSpec) -> TaskKeys:
                           if re.search(rf"\b{re.escape(c.name)}\b", sql, flags=re.IGNORECASE)})
         literals = sorted({_literal(m.group(0)) for m in _LITERAL.finditer(sql)})
         bare = _LITERAL.sub(" ", sql)
-        operations = sorted({f.upper() for f in _FUNCTION.findall(bare)} | {o.upper() for o in _COMPARISON.findall(bare)})
+        operations = sorted({f.upper() for f in _FUNCTION.findall(bare)}
+                            | {o.upper() for o in _COMPARISON.findall(bare)})
         answer = canonical_json([sorted(t.name.lower() for t in task.tables), columns, literals, operations,
                                  sorted(task.answer)])
     return TaskKeys(mask_values(task.instruction), reference, answer)
