@@ -1,8 +1,9 @@
 """Write generated task sets: ``agentunit-gym tasks generate`` as a library call.
 
 The generator itself is the domain's (:class:`~agentunit_gym.core.domain.TaskGenerator`);
-this module picks the domain from an env id, calls it, and writes a native task file that
-``--tasks``, ``tasks validate`` and ``tasks check`` read back.
+this module picks the domain from an env id, calls it, keeps test tasks out of a train set
+and the ``--exclude`` sets out of any set, and writes a native task file that ``--tasks``,
+``tasks validate`` and ``tasks check`` read back.
 
 Example:
 
@@ -13,8 +14,8 @@ Example:
     ...     domain, tasks, path = write_generated("DB-v0", 20, seed=0, split="train",
     ...                                           output=Path(folder) / "db-train.json")
     ...     written = json.loads(path.read_text())["tasks"]
-    >>> domain.name, len(tasks), len(written), written[0]["id"]
-    ('db', 20, 20, 'gen-db-s0-train-00000')
+    >>> domain.name, len(tasks), len(written), written[0]["id"]  # an id that names the task's content
+    ('db', 20, 20, 'gen-db-delete-below-388b494f93ae')
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_no_family_of_a_bundled_suite_crosses_splits(name: str) -> None:
     assert (len(domain.bundled_tasks("train")), len(domain.bundled_tasks("test"))) == (train, test)
     assert {t.id for t in domain.bundled_tasks("train")}.isdisjoint({t.id for t in domain.bundled_tasks("test")})
     # Families with several members exist where the suite was made from templates.
-    if name in ("kg", "webshop", "db", "os"):
+    if name in ("kg", "webshop"):
         assert max(sum(domain.task_family(t) == f for t in tasks) for f in splits) > 1
         assert all(f.startswith(f"{name}/") for f in splits)
 
