@@ -116,7 +116,7 @@ def content_id(domain: str, family: str, drawn: Any, *, digits: int = 12) -> str
     Example:
 
         >>> content_id("db", "gen-db/count-above", "SELECT COUNT(*) FROM t WHERE x > 3")
-        'gen-db-count-above-4ee3a4a5c44c'
+        'gen-db-count-above-f12cdf14fd2f'
     """
     tail = _SLUG.sub("-", family.rsplit("/", 1)[-1].lower()).strip("-") or "task"
     digest = hashlib.sha256(canonical_json([family, drawn]).encode("utf-8")).hexdigest()
