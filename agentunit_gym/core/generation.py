@@ -114,16 +114,19 @@ def generate_checked(domain: Domain, count: int, *, seed: int = 0, split: str | 
     while True:
         try:
             made: list[TaskSpec] = generate(want, seed=seed, split=split)
-        except ConfigError as exc:
+        except ConfigError:
             if generator.ceiling is None or not (tests or exclude):
                 raise
-            ceiling = int(import_object(generator.ceiling)(split))
-            available = sum(passes(t) for t in generate(ceiling, seed=seed, split=split))
-            raise ConfigError(f"the {domain.name} generator makes {available} distinct task(s)"
-                              f"{f' in split {split!r}' if split else ''} outside the test splits and the excluded "
-                              f"sets, {count} were asked for; ask for fewer.") from exc
+            # Past the generator's end: all it makes, and how many of them pass.
+            made = generate(int(import_object(generator.ceiling)(split)), seed=seed, split=split)
+            tasks = [t for t in made if passes(t)]
+            if len(tasks) < count:
+                raise ConfigError(f"the {domain.name} generator makes {len(tasks)} distinct task(s)"
+                                  f"{f' in split {split!r}' if split else ''} outside the test splits and the "
+                                  f"excluded sets, {count} were asked for; ask for fewer.") from None
+            break
         tasks = [t for t in made if passes(t)]
-        if len(tasks) >= count or len(made) < want:
+        if len(tasks) >= count:
             break
         want += (count - len(tasks)) * 2
     tasks = tasks[:count]

@@ -12,6 +12,7 @@ import yaml
 from agentunit_gym.core.domain import import_object
 from agentunit_gym.core.generation import task_items
 from agentunit_gym.core.registry import get_domain
+from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.overlap import content_id, default_task_keys, find_overlap, mask_values
 from agentunit_gym.tasks.spec import TaskSpec
 from agentunit_gym.tasks.splits import assign_splits
@@ -106,3 +107,15 @@ def test_bundled_instances_of_a_generator_family_carry_it(name: str) -> None:
                      "db-iowa-04": "gen-db/min-by-text"},
               "os": {"os-text-nth-line": "gen-os/text-nth-line", "os-files-count-logs": "gen-os/files-count-ext"}}
     assert {t.id: t.template for t in marked if t.id in wanted[name]} == wanted[name]
+
+
+def test_past_the_ceiling_the_error_gives_the_number_available() -> None:
+    db = get_domain("db")
+    ceiling = import_object(db.generator.ceiling)
+    assert (ceiling("train"), ceiling("test"), ceiling(None)) == (10_689, 3_505, 14_194)
+    excluded = db.generate_tasks(10, seed=3, split="test")
+    with pytest.raises(ConfigError, match=r"makes 3495 distinct task\(s\) in split 'test' outside the test splits "
+                                          r"and the excluded sets, 3505 were asked for"):
+        db.generate_tasks(3_505, split="test", exclude=excluded)
+    rest = db.generate_tasks(3_495, split="test", exclude=excluded)
+    assert {t.id for t in rest}.isdisjoint(t.id for t in excluded)
