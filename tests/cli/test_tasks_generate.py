@@ -64,6 +64,6 @@ def test_eval_split_runs_only_that_split(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = [json.loads(x) for x in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
     ids = {x["task_id"] for x in lines}
-    assert len(ids) == 24 and all(x["success"] for x in lines)
+    assert len(ids) == 23 and all(x["success"] for x in lines)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["env_options"]["split"] == "test"
