@@ -85,8 +85,9 @@ def register(subparsers: Any) -> None:
                           help="only families of this split (default: every family, each task marked with its split)")
     generate.add_argument("--output", required=True, metavar="FILE", help="the task file to write (.json or .yaml)")
     generate.add_argument("--exclude", nargs="+", default=[], metavar="FILE",
-                          help="task files or folders whose tasks the set must not hold (same id, reference or "
-                               "answer); the generator's next tasks take their place")
+                          help="task files or folders (or bundled:/generated: specs, as tasks overlap reads) whose "
+                               "tasks the set must not hold (same id, reference or answer); the generator's next "
+                               "tasks take their place")
     generate.set_defaults(func=cmd_generate)
 
     overlap = sub.add_parser("overlap", help="what two task sets share, by id, instruction, reference solution "

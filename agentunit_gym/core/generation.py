@@ -107,9 +107,6 @@ def generate_checked(domain: Domain, count: int, *, seed: int = 0, split: str | 
     tests = [t for t in domain.bundled_tasks() if t.split == "test"] if split == "train" else []
     blocked = _blocker(domain, [(tests, KEYS), (exclude, EXCLUDE_KEYS)])
 
-    def passes(task: TaskSpec) -> bool:
-        return not blocked(task)
-
     want = count
     while True:
         try:
@@ -119,13 +116,13 @@ def generate_checked(domain: Domain, count: int, *, seed: int = 0, split: str | 
                 raise
             # Past the generator's end: all it makes, and how many of them pass.
             made = generate(int(import_object(generator.ceiling)(split)), seed=seed, split=split)
-            tasks = [t for t in made if passes(t)]
+            tasks = [t for t in made if not blocked(t)]
             if len(tasks) < count:
                 raise ConfigError(f"the {domain.name} generator makes {len(tasks)} distinct task(s)"
                                   f"{f' in split {split!r}' if split else ''} outside the test splits and the "
                                   f"excluded sets, {count} were asked for; ask for fewer.") from None
             break
-        tasks = [t for t in made if passes(t)]
+        tasks = [t for t in made if not blocked(t)]
         if len(tasks) >= count:
             break
         want += (count - len(tasks)) * 2

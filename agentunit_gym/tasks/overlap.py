@@ -176,20 +176,18 @@ def key_values(tasks: Iterable[TaskSpec], keys_of: TaskKeysOf) -> dict[str, dict
     return index
 
 
-def find_overlap(a: Sequence[TaskSpec], b: Sequence[TaskSpec], keys_of: TaskKeysOf,
-                 b_keys_of: TaskKeysOf | None = None) -> Overlap:
+def find_overlap(a: Sequence[TaskSpec], b: Sequence[TaskSpec], keys_of: TaskKeysOf) -> Overlap:
     """What ``a`` and ``b`` share by each key.
 
     Args:
         a, b: the two task sets.
-        keys_of: how the domain reads a task's keys (:attr:`Domain.task_keys`).
-        b_keys_of: the same for ``b`` when it differs (default: ``keys_of``).
+        keys_of: how the domain reads a task's keys (``Domain.task_keys``).
 
     Returns:
         The shared values per key, each with the ids of both sides, in ``a``'s order.
     """
     left = key_values(a, keys_of)
-    right = key_values(b, b_keys_of or keys_of)
+    right = key_values(b, keys_of)
     shared = {k: tuple(SharedKey(v, tuple(ids), tuple(right[k][v])) for v, ids in left[k].items() if v in right[k])
               for k in KEYS}
     return Overlap(len(a), len(b), shared)
