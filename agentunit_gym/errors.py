@@ -8,6 +8,8 @@ do next.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class AgentUnitError(Exception):
     """Root of every error raised by agentunit-gym."""
@@ -171,25 +173,64 @@ class RemoteProtocolError(AgentUnitError, ValueError):
 
 
 class ResetOptionError(ConfigError):
-    """``reset(options=...)`` got a key the env does not know (a typo would otherwise be
-    ignored and the episode run on a random task).
+    """``reset(options=...)`` got options the env cannot honour: a key it does not know (a typo
+    would otherwise be ignored and the episode run on a random task), or options lost on the way
+    (:class:`LostResetOptionsError`).
+
+    Made from its message alone, as every error here, so it survives gymnasium's
+    ``AsyncVectorEnv``, which sends a worker's error to the main process as its type and its
+    message (``exctype(value)``); the attributes are then empty.
 
     Attributes:
         unknown: the keys that are not options.
         known: the keys ``reset`` accepts.
     """
 
-    def __init__(self, unknown: list[str], known: tuple[str, ...]) -> None:
-        super().__init__(
+    def __init__(self, message: object = "", *, unknown: Sequence[str] = (), known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.unknown = list(unknown)
+        self.known = known
+
+    @classmethod
+    def unknown_keys(cls, unknown: Sequence[str], known: tuple[str, ...]) -> ResetOptionError:
+        """The error for option keys ``unknown``, naming the ``known`` ones."""
+        return cls(
             f"reset(options=...) got unknown key(s) {', '.join(repr(k) for k in unknown)}; the known keys are "
             f"{', '.join(repr(k) for k in known)}. Pick a task with options={{'task_id': ...}} or "
-            "options={'task': TaskSpec}, or pass no options for a task drawn by the env's seeded RNG."
+            "options={'task': TaskSpec}, or pass no options for a task drawn by the env's seeded RNG.",
+            unknown=unknown, known=known,
         )
-        self.unknown = unknown
-        self.known = known
+
+
+class LostResetOptionsError(ResetOptionError):
+    """A reset arrived without the options of the reset just before it, before any step: what
+    gymnasium 1.4's ``AsyncVectorEnv(shared_memory=False)`` with next-step autoreset does to a
+    copy whose last step ended its episode, on the first step after ``envs.reset(options=...)``.
+    Raised instead of playing a task the caller did not ask for (docs/training.md, "Vector envs").
+    """
+
+    @classmethod
+    def dropped(cls, lost: Sequence[str], task_id: str) -> LostResetOptionsError:
+        """The error for a bare reset that came right after a reset with options ``lost``, which
+        started ``task_id``."""
+        return cls(
+            f"reset() without options arrived right after a reset with options ({', '.join(repr(k) for k in lost)}) "
+            f"started task {task_id!r}, before any step: gymnasium's AsyncVectorEnv(shared_memory=False) "
+            "with next-step autoreset resets a copy whose last step ended its episode again, without your "
+            "options, so this copy would play a task you did not ask for. Make the vector env with "
+            "autoreset_mode=gym.vector.AutoresetMode.SAME_STEP (or DISABLED), or use SyncVectorEnv. If this "
+            "reset() is your own and you want a task drawn by the seeded RNG, pass a seed or options={}."
+        )
 
 
 class InterruptedEpisodeError(EpisodeStateError):
     """``step()`` on an env that was pickled or copied while an episode ran: the episode's
     backend state (the shell, the episode database, the shop session) does not travel with
     the copy, so the copy has no episode until its next ``reset()``."""
+
+
+INFRA_ERRORS: tuple[type[AgentUnitError], ...] = (BackendError, BackendTimeoutError, BackendUnavailableError,
+                                                  ServerBusyError)
+"""The infrastructure's failures under an episode (a backend, an env server, the network), never
+the agent's: the evaluator retries the episode, and a trainer integration reports the episode as
+an error to mask, never as a reward (docs/training.md, "When something fails")."""

@@ -318,6 +318,9 @@ def _report(name: str, row: dict[str, Any], first: dict[str, Any]) -> None:
     row["speedup"] = row["episodes_per_s"] / first["episodes_per_s"]
     row["work_speedup"] = row["agent_s_per_s"] / first["agent_s_per_s"]
     row["share_of_ideal"] = row["work_speedup"] / row["ideal"]
+    # Absolute: the share of C agents' time served, whatever C = 1 reached (share_of_ideal is over
+    # the measured C = 1, whose env time inflates it; bound_share is over a C = 1 without any).
+    row["agent_share"] = row["agent_s_per_s"] / row["ideal"]
     row["bound_share"] = (row["agent_s"] / row["bound_s"]) / row["ideal"] / (first["agent_s"] / first["bound_s"])
     print(f"  {name:<7} {row['vector']:<15} {row.get('variant', ''):<8} C={row['concurrency']:<4} "
           f"{row['episodes']:>5} ep {row['seconds']:7.1f} s "

@@ -37,6 +37,7 @@ import agentunit_gym  # noqa: F401 - registers the AgentUnit/* ids
 from agentunit_gym.errors import AgentUnitError
 from agentunit_gym.eval.agents import RandomAgent, act_blocking, reset_agent, resolve_agent
 from agentunit_gym.eval.export import trajectory_row, write_rows
+from agentunit_gym.tasks.spec import AnswerKey
 from agentunit_gym.wrappers import ChatMessages
 
 
@@ -48,11 +49,15 @@ class TrajectoryInfo(gym.Wrapper[list[dict[str, Any]], str, list[dict[str, Any]]
     def __init__(self, env: gym.Env[list[dict[str, Any]], str]) -> None:
         super().__init__(env)
         self.full_info: dict[str, Any] = {}
+        self.answer_key: AnswerKey | None = None
+        """The episode's task's answer key (the row's ``reward_model``), read at reset."""
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
         self.full_info = {**info, "seed": seed}
+        task = getattr(self.env.unwrapped, "task", None)
+        self.answer_key = task.answer_key() if task is not None else None
         return observation, self._small(info)
 
     def step(self, action: str) -> tuple[list[dict[str, Any]], SupportsFloat, bool, bool, dict[str, Any]]:
@@ -117,6 +122,7 @@ def collect(env_id: str = "AgentUnit/DB-v0", *, episodes: int = 1000, num_envs: 
             observations, reward, terminated, truncated, small = envs.step(actions)
             ended = np.logical_or(terminated, truncated)
             infos = list(envs.get_attr("full_info"))
+            answer_keys = list(envs.get_attr("answer_key"))
             for i in range(num_envs):
                 rewards[i].append(float(reward[i]))
                 if not ended[i] or len(rows) >= episodes:
@@ -124,7 +130,8 @@ def collect(env_id: str = "AgentUnit/DB-v0", *, episodes: int = 1000, num_envs: 
                 score = json.loads(small["score"][i]) if small["score"][i] else None
                 rows.append(trajectory_row(
                     observations[i], prompt_length=prompts[i], env_id=full_id, task_id=small["task_id"][i],
-                    split=str(infos[i].get("split") or ""), seed=seeds[i], rewards=rewards[i],
+                    split=str(infos[i].get("split") or ""), backend=str(infos[i].get("backend") or ""),
+                    answer=answer_keys[i], seed=seeds[i], rewards=rewards[i],
                     reward=sum(rewards[i]), success=bool(score and score.get("success")), score=score,
                     finish_reason=small["finish_reason"][i] or None, tools=infos[i].get("tools") or [],
                     agent=label, index=len(rows), episode=f"{full_id}|{small['task_id'][i]}|{seeds[i]}"))

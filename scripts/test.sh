@@ -19,12 +19,53 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '\n==> [%s, %ss in] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*"; }
+
+# Phase times: `phase NAME` closes the running phase and opens NAME; the table is printed when
+# the script ends (also on a failure), so a slow day shows where its minutes went.
+PHASE_NAMES=()
+PHASE_SECONDS=()
+PHASE_NAME=""
+PHASE_START=$SECONDS
+phase() {
+  if [ -n "$PHASE_NAME" ]; then
+    PHASE_NAMES+=("$PHASE_NAME")
+    PHASE_SECONDS+=($((SECONDS - PHASE_START)))
+  fi
+  PHASE_NAME=$1
+  PHASE_START=$SECONDS
+}
+phase_table() {
+  phase ""
+  printf '\n==> phase times (s)\n'
+  local i
+  for i in "${!PHASE_NAMES[@]}"; do
+    printf '    %-28s %6s\n' "${PHASE_NAMES[$i]}" "${PHASE_SECONDS[$i]}"
+  done
+  printf '    %-28s %6s\n' "total" "$SECONDS"
+}
+trap phase_table EXIT
 have() { command -v "$1" >/dev/null 2>&1; }
 is_root() { [ "$(id -u)" = 0 ]; }
+# Whether root can give a box memory, cpu and pids cgroups: each controller on a writable
+# cgroup2 mount that offers it, or on a writable v1 mount of its own (the CI machine: v1, with an
+# empty v2 "unified" beside). Read from the mounts, not from the package, so a regression in the
+# package's own detection fails the limit tests instead of skipping them.
+cgroups_writable() {
+  is_root || return 1
+  local c
+  for c in memory cpu pids; do
+    if grep -qw "$c" /sys/fs/cgroup/cgroup.controllers 2>/dev/null && [ -w /sys/fs/cgroup ]; then
+      continue
+    fi
+    awk -v c="$c" '$3 == "cgroup" && ("," $4 ",") ~ ("," c ",") && ("," $4 ",") ~ /,rw,/ { found = 1 }
+                   END { exit !found }' /proc/mounts || return 1
+  done
+}
 
 # The interpreter: $PYTHON when set; else the active virtualenv's; else a venv of the
 # checkout's own (AGENTUNIT_VENV, .venv by default), made here when missing, so the suite
 # runs on exactly the locked versions and never on whatever a warm machine has installed.
+phase "venv"
 LOCK=${AGENTUNIT_LOCK-requirements/test.lock.txt}
 if [ -n "${PYTHON:-}" ]; then
   PY=$PYTHON
@@ -39,6 +80,7 @@ else
   PY=$venv/bin/python
 fi
 
+phase "pip install (lock)"
 if [ -n "$LOCK" ]; then
   log "installing agentunit-gym with its test extras, at the versions in $LOCK"
   "$PY" -m pip install --quiet --disable-pip-version-check -r "$LOCK" -e ".[test]"
@@ -48,6 +90,7 @@ else
 fi
 "$PY" -m pip check || { echo "the installed packages conflict (pip check above)" >&2; exit 1; }
 
+phase "Debian packages"
 if is_root && have apt-get; then
   missing=()
   have dockerd || missing+=(docker.io)
@@ -65,6 +108,7 @@ docker_up() { timeout 10 docker info >/dev/null 2>&1; }
 
 # A daemon started here is left running when the script ends, so that what runs next (the
 # README's `agentunit-gym eval`) sees the same backends the tests used; it is said twice.
+phase "dockerd"
 started_dockerd=""
 if have dockerd && ! docker_up && is_root; then
   log "starting dockerd (it keeps running after the tests; log: /tmp/agentunit-dockerd.log)"
@@ -78,8 +122,9 @@ say_dockerd() {
   log "the Docker daemon this script started is still running (pid $started_dockerd), so" \
       "agentunit-gym eval uses the docker backend; stop it with: kill $started_dockerd"
 }
-trap say_dockerd EXIT
+trap 'phase_table; say_dockerd' EXIT
 
+phase "images"
 if docker_up; then
   log "building the project's images (bootstraps the base image if nothing can be pulled)"
   "$PY" -m agentunit_gym images build
@@ -93,6 +138,7 @@ export AGENTUNIT_REQUIRE_RAY=1
 # The real small model (tests/real_model, docs/baselines.md): its venv is built once per machine
 # under ~/.cache/agentunit-gym (15-25 min the first time: llama.cpp compiles), then reused; its
 # tests are then required. AGENTUNIT_SKIP_REAL_MODEL=1 leaves the build out, and the tests skip.
+phase "real-model venv"
 if [ "${AGENTUNIT_SKIP_REAL_MODEL:-}" != 1 ]; then
   log "the real-model venv (scripts/real-model.sh setup; built once per machine, then cached)"
   REAL_MODEL_BASE_PYTHON=${REAL_MODEL_BASE_PYTHON:-python3} bash scripts/real-model.sh setup >/dev/null
@@ -101,6 +147,11 @@ fi
 if have chromium; then
   export AGENTUNIT_REQUIRE_CHROMIUM=1
 fi
+# The local sandbox's limit tests (tests/conftest.py's skip_without_cgroup) must run, not skip.
+if cgroups_writable; then
+  export AGENTUNIT_REQUIRE_CGROUP=1
+fi
 
+phase "tests"
 log "running the test suite"
 "$PY" -m pytest "$@"

@@ -7,13 +7,17 @@ instead, so CI cannot go green by skipping the real backend. Tests marked ``ray`
 installed (the ``ray`` extra; the test extra has it) and are required the same way with
 ``AGENTUNIT_REQUIRE_RAY=1``. Tests marked ``real_model`` need the real small model's venv
 (``bash scripts/real-model.sh setup``, built once per machine): skipped without it, failed
-with ``AGENTUNIT_REQUIRE_REAL_MODEL=1`` (tests/real_model/conftest.py).
+with ``AGENTUNIT_REQUIRE_REAL_MODEL=1`` (tests/real_model/conftest.py). Tests of the local
+sandbox's limits need a root caller with writable memory, cpu and pids cgroups (v1 or v2): they
+skip through :func:`skip_without_cgroup`, which fails instead with ``AGENTUNIT_REQUIRE_CGROUP=1``
+(set by the test script where root has them, as on the CI machine).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from typing import NoReturn
 
 import pytest
 
@@ -22,6 +26,15 @@ from agentunit_gym.backends.process import docker_available
 REQUIRE_DOCKER = os.environ.get("AGENTUNIT_REQUIRE_DOCKER") == "1"
 REQUIRE_RAY = os.environ.get("AGENTUNIT_REQUIRE_RAY") == "1"
 REQUIRE_REAL_MODEL = os.environ.get("AGENTUNIT_REQUIRE_REAL_MODEL") == "1"
+REQUIRE_CGROUP = os.environ.get("AGENTUNIT_REQUIRE_CGROUP") == "1"
+
+
+def skip_without_cgroup(reason: str) -> NoReturn:
+    """Skip a test the host cannot run without the local sandbox's cgroups (``reason`` says
+    what is missing); a failure with ``AGENTUNIT_REQUIRE_CGROUP=1``, where they must be there."""
+    if REQUIRE_CGROUP:
+        pytest.fail(f"AGENTUNIT_REQUIRE_CGROUP=1 but {reason}")
+    pytest.skip(f"{reason} (AGENTUNIT_REQUIRE_CGROUP=1 makes this a failure)")
 
 _docker_state: dict[str, bool] = {}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
-SECTIONS = ("Vector envs", "Info keys", "Pickling and processes", "Groups (GRPO)", "Shaped rewards")
+SECTIONS = ("Vector envs", "Info keys", "Pickling and processes", "Groups (GRPO)", "Shaped rewards", "Chat messages")
 
 
 def _section(title: str) -> str:

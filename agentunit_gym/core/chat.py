@@ -14,7 +14,9 @@ A conversation has a *style*, the same values as the agent's ``OpenAIConfig.mode
   written as tool calls, a reply that is a JSON tool call (``{"name": ..., "arguments":
   {...}}``) becomes an assistant message with ``tool_calls`` and the observation that
   answers it a ``tool`` message with its ``tool_call_id``; any other reply stays a text
-  message, answered by a user message.
+  message, answered by a user message. Its env runs in tool-calls-only mode
+  (``gym.make(..., action_format="tools")``, which :class:`~agentunit_gym.wrappers.chat.ChatMessages`
+  sets), so the task's message states no text grammar and a text reply is answered, not run.
 
 Example:
 
@@ -74,8 +76,9 @@ def system_prompt(info: Mapping[str, Any], style: str) -> str:
     note that the worked example is another task.
 
     The reply grammar is not repeated here: every registered env's first observation states
-    it (``info["grammar"]``, once), and a model shown it twice, in two layouts, copied the
-    layout and placeholders. An env of an unregistered domain gets the grammar here instead.
+    it (``info["grammar"]``, once; ``""`` in tool-calls-only mode, where there is none), and a
+    model shown it twice, in two layouts, copied the layout and placeholders. An env of an
+    unregistered domain gets the grammar here instead, in ``react`` style.
 
     Args:
         info: the reset ``info`` (``domain``, ``grammar``).

@@ -46,6 +46,7 @@ from agentunit_gym.core.info import (
 from agentunit_gym.core.reference import SENTINEL, OutputReply
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.spaces import UnicodeText
+from agentunit_gym.core.task_pin import TaskPin
 from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import (
     AgentUnitError,
@@ -70,6 +71,12 @@ AgentBench FC's answer to one ("No executable tool calls found. Please call a to
 logger = logging.getLogger("agentunit_gym")
 
 InvalidPolicy = Literal["continue", "terminate"]
+
+ActionFormat = Literal["text", "tools"]
+"""How the agent writes actions: ``text`` (the domain's ReAct grammar, or a JSON call) or
+``tools`` (tool calls only, :meth:`AgentEnv.require_tool_calls`)."""
+
+ACTION_FORMATS: tuple[str, ...] = ("text", "tools")
 
 TaskSource = str | Path | Sequence[str | Path] | Sequence[TaskSpec] | None
 
@@ -97,16 +104,22 @@ def is_tool_call(reply: str) -> bool:
 
 
 def without_grammar(prompt: str, grammar: str) -> str:
-    """``prompt`` with the reply grammar taken out (the blank lines around it closed up).
+    """``prompt`` with the reply grammar taken out (the blank lines around it closed up); a
+    prompt that never states the grammar (a third-party env may leave it to the system
+    message) is returned as is.
 
     Raises:
-        ConfigError: the prompt does not state the grammar verbatim, so it cannot be taken out.
+        ConfigError: the prompt states part of the grammar (one of its lines) but not all of
+            it verbatim, so it cannot be taken out.
     """
     if not grammar:
         return prompt
     if grammar not in prompt:
-        raise ConfigError("tool-calls-only mode: the env's first observation does not contain its grammar "
-                          "verbatim, so it cannot be left out; the domain env must state info['grammar'] as is.")
+        if any(len(line.strip()) >= 12 and line.strip() in prompt for line in grammar.splitlines()):
+            raise ConfigError("tool-calls-only mode: the env's first observation states part of its grammar but "
+                              "not all of it verbatim, so it cannot be left out; the domain env must state "
+                              "info['grammar'] as is.")
+        return prompt
     head, _, tail = prompt.partition(grammar)
     head, tail = head.rstrip(), tail.lstrip()
     return f"{head}\n\n{tail}" if head and tail else head + tail
@@ -124,6 +137,10 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"`` (``"dev"`` for AgentBench's data): the suite
             restricted to the tasks of that split (docs/tasks.md, "Splits"); None for all.
+        action_format: ``"text"`` (default): a reply is the domain's text grammar or a JSON
+            tool call. ``"tools"``: tool calls only, as under ``eval --protocol agentbench-fc``
+            (:meth:`require_tool_calls`): no text grammar in what the agent is sent, and a
+            reply without a tool call is answered, never run.
 
     Raises:
         ConfigError: an unknown option value, or a split no task of the suite is in.
@@ -147,6 +164,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
     ) -> None:
         if invalid_action not in ("continue", "terminate"):
             raise ConfigError(f"invalid_action must be 'continue' or 'terminate', got {invalid_action!r}.")
@@ -154,6 +172,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
         if max_steps is not None and max_steps < 1:
             raise ConfigError(f"max_steps must be at least 1, got {max_steps}.")
+        if action_format not in ACTION_FORMATS:
+            raise ConfigError(f"action_format must be 'text' or 'tools', got {action_format!r}: 'tools' for tool "
+                              "calls only (no text grammar), 'text' for the domain's text grammar or JSON calls.")
         self.render_mode = render_mode
         self.invalid_action = invalid_action
         self._max_steps_override = max_steps
@@ -171,7 +192,8 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self._last_observation = ""
         self._interrupted = ""
         self._step_cap: int | None = None
-        self._tool_calls_only = False
+        self._tool_calls_only = action_format == "tools"
+        self._pin: TaskPin[TaskT] = TaskPin()
 
     # ----------------------------------------------------------------- hooks
 
@@ -379,6 +401,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         state["_finish"] = None
         state["_score_value"] = None
         state["_steps"] = 0
+        state["_pin"] = self._pin.travelling()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -394,14 +417,19 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         Args:
             seed: seeds the env's RNG, which picks the task when none is named.
             options: ``{"task_id": ...}`` or ``{"task": TaskSpec | dict}`` picks the task;
-                no other key is accepted (:data:`~agentunit_gym.core.info.RESET_OPTION_KEYS`).
+                ``"sticky": True`` pins it: a reset with neither seed nor options (an
+                autoreset) plays it again, until a reset with a seed or options
+                (:mod:`~agentunit_gym.core.task_pin`). No other key is accepted
+                (:data:`~agentunit_gym.core.info.RESET_OPTION_KEYS`).
 
         Returns:
             The prompt, and ``info`` (a :class:`~agentunit_gym.core.info.ResetInfo`) with the
-            task id, instruction, tools, grammar and step limit.
+            task id, its split, instruction, tools, grammar, step limit and the backend.
 
         Raises:
-            ResetOptionError: an option key other than ``task_id`` and ``task``.
+            ResetOptionError: an option key other than ``task_id``, ``task`` and ``sticky``.
+            LostResetOptionsError: a reset without options right after a reset with options
+                that followed an ended episode, before any step (gymnasium 1.4's lost autoreset).
             TaskNotFoundError: an unknown task id.
             ConfigError: a task this backend does not support, or an empty suite.
         """
@@ -410,9 +438,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             raise EpisodeStateError("reset() after close(): make a new env.")
         unknown = sorted(str(k) for k in (options or {}) if k not in RESET_OPTION_KEYS)
         if unknown:
-            raise ResetOptionError(unknown, RESET_OPTION_KEYS)
+            raise ResetOptionError.unknown_keys(unknown, RESET_OPTION_KEYS)
+        request = self._pin.request(seed, options, episode_ended=self._task is not None and self._finish is not None)
         self._release_episode()
-        task = self._pick_task(options or {})
+        task = self._pick_task(request.options)
+        self._pin.started(task, request)
         self._task = task
         self._steps = 0
         self._finish = None
@@ -429,6 +459,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             "category": task.category,
             "domain": self.domain,
             "backend": self.backend_name,
+            "split": task.split or "",
             "max_steps": self.max_steps,
             "optimal_steps": task.k_opt,
             "tools": [t.json_schema() for t in self.tools],
@@ -471,6 +502,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             )
         started = time.perf_counter()
         self._steps += 1
+        self._pin.stepped()
         info = running_step_info(self._steps, self._task.id, self.max_steps,
                                  backend_limits_off=self.backend_limits_off)
         reward = 0.0
@@ -480,7 +512,9 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
             if isinstance(parsed, ActionError):
                 observation = parsed.feedback()
                 info["action_error"] = parsed.to_info()
-                if self.invalid_action == "terminate":
+                # Tool-calls-only mode answers a reply without a call and goes on, as AgentBench FC's loop does.
+                answered = self._tool_calls_only and parsed.issue is ActionIssue.NO_CALL
+                if self.invalid_action == "terminate" and not answered:
                     merge_end(info, self.end_episode(parsed.reason, detail=parsed.message))
                     terminated = True
             else:
@@ -519,10 +553,13 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         reply is a tool call when the model's message carries one (an
         :class:`~agentunit_gym.core.trace.AgentReply` with its ``message``: text that merely
         looks like JSON in the message's content is not a call), or, from an agent that gives
-        no message, when it is a JSON call (``{"name": ..., "arguments": {...}}``).
+        no message, when it is a JSON call (``{"name": ..., "arguments": {...}}``). Such a reply
+        never ends the episode, even with ``invalid_action="terminate"``. The oracle's replies
+        (:meth:`render_action`) are JSON calls.
 
-        Replies are read so from the next ``step`` on; the first observation changes at the next
-        ``reset``.
+        ``gym.make(env_id, action_format="tools")`` makes an env in this mode; this method
+        switches a made one. Replies are read so from the next ``step`` on; the first
+        observation changes at the next ``reset``.
         """
         self._tool_calls_only = required
 
@@ -530,6 +567,11 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
     def tool_calls_only(self) -> bool:
         """Whether only tool calls are actions (:meth:`require_tool_calls`)."""
         return self._tool_calls_only
+
+    @property
+    def action_format(self) -> ActionFormat:
+        """``"tools"`` in tool-calls-only mode (:meth:`require_tool_calls`), else ``"text"``."""
+        return "tools" if self._tool_calls_only else "text"
 
     def parse_action(self, text: str) -> Action | ActionError:
         """Turn a raw reply into an action, or say why it is not one (no side effects)."""
@@ -567,15 +609,19 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
                           detail=f"ended with {reason.abbreviation} before committing")
         return self._record_end(reason, score, detail)
 
-    def render_action(self, step: ReferenceStep, form: Literal["react", "json"] = "react") -> str:
+    def render_action(self, step: ReferenceStep, form: Literal["react", "json"] | None = None) -> str:
         """Write a reference step as the agent would send it (used by the oracle).
 
-        A ``from_output`` step becomes an :class:`~agentunit_gym.core.reference.OutputReply`,
-        which the oracle completes from the previous observation.
+        ``form`` None writes it in the env's action format: a JSON call in tool-calls-only mode
+        (:attr:`action_format` ``tools``), else the ReAct grammar. A ``from_output`` step
+        becomes an :class:`~agentunit_gym.core.reference.OutputReply`, which the oracle
+        completes from the previous observation.
 
         Raises:
             ConfigError: the step does not fit the tool, or asks for an output this env cannot read.
         """
+        if form is None:
+            form = "json" if self._tool_calls_only else "react"
         if step.from_output:
             return self._render_from_output(step, form)
         arguments = self._arguments_of(step)

@@ -33,6 +33,7 @@ from typing import Any, Literal, TypedDict
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.score import Score
+from agentunit_gym.core.task_pin import STICKY_OPTION
 from agentunit_gym.core.trace import EpisodeTrace, Flag
 from agentunit_gym.errors import ConfigError
 
@@ -44,9 +45,9 @@ or compare with ``==``."""
 LimitField = LimitKind | Literal[""]
 """``info["limit"]``: which limit ended a ``TASK_LIMIT`` episode, ``""`` otherwise."""
 
-RESET_OPTION_KEYS: tuple[str, ...] = ("task_id", "task")
+RESET_OPTION_KEYS: tuple[str, ...] = ("task_id", "task", STICKY_OPTION)
 """The keys ``reset(options=...)`` accepts (gymnasium's vector envs take ``reset_mask`` out
-before the options reach a copy)."""
+before the options reach a copy). ``sticky``: :mod:`agentunit_gym.core.task_pin`."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,11 @@ class ResetInfo(_CommonInfo):
     category: str
     domain: str
     backend: str
+    """The backend the episode runs on (``sqlite``, ``mysql``, ``local``, ``docker``, ``embedded``
+    ...): an env made without ``backend=`` runs on its domain's embedded one on every host."""
+    split: str
+    """The task's split: ``train`` or ``test`` (bundled and generated tasks), ``dev`` or ``test``
+    (AgentBench's data); ``""`` for a task file that names none."""
     optimal_steps: int
     tools: list[dict[str, Any]]
     grammar: str

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.score import Score
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
+"""2 added ``split``; a version 1 trace still reads (its ``split`` is ``""``)."""
 
 
 class Flag(str, Enum):
@@ -136,7 +137,11 @@ class EpisodeTrace(BaseModel):
     env_id: str | None = None
     domain: str
     backend: str
+    """The backend the episode ran on (the reset ``info["backend"]``)."""
     task_id: str
+    split: str = ""
+    """The task's split (the reset ``info["split"]``: ``train``, ``test``, ``dev``); ``""`` for a
+    task without one, and in traces written before this field."""
     category: str = "general"
     seed: int | None = None
     instruction: str = ""

@@ -10,9 +10,11 @@ its model, from what the trace recorded (the prompt, each reply with the model's
 when the agent gave one, each observation).
 
 The columns (:data:`TRAJECTORY_COLUMNS`) follow the names the trainers' dataset loaders read:
-``prompt`` (the opening messages, up to the task), ``data_source``, ``reward_model`` and
-``extra_info`` as verl's RL datasets have them, ``env_class`` and ``reward_spec`` as SkyRL's,
-``messages`` and ``tools`` as verl's multi-turn SFT dataset's keys; the rest are ours.
+``prompt`` (the opening messages, up to the task), ``data_source``, ``agent_name``,
+``reward_model`` and ``extra_info`` (with ``tools_kwargs`` and ``interaction_kwargs``) as verl's
+RL datasets and agent loop read them (:mod:`agentunit_gym.eval.trainer_columns`), ``env_class``
+and ``reward_spec`` as SkyRL's, ``messages`` and ``tools`` as verl's multi-turn SFT dataset's
+keys; the rest are ours.
 
 Example (a run of two oracle episodes, exported as JSON Lines; ``db.parquet`` would write Parquet):
 
@@ -46,9 +48,18 @@ from agentunit_gym.core import registry
 from agentunit_gym.core.actions import looks_like_json_call
 from agentunit_gym.core.chat import ChatStyle, ChatTranscript
 from agentunit_gym.core.trace import EpisodeTrace
-from agentunit_gym.errors import ConfigError, MissingDependencyError
+from agentunit_gym.errors import AgentUnitError, ConfigError, MissingDependencyError
 from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.records import RunPaths, load_trace, read_records
+from agentunit_gym.eval.trainer_columns import (
+    VERL_AGENT_NAME,
+    episode_kwargs,
+    interaction_kwargs,
+    reward_model,
+    tool_names,
+    tools_kwargs,
+)
+from agentunit_gym.tasks.spec import AnswerKey, TaskSpec
 
 ExportFormat = Literal["jsonl", "parquet"]
 
@@ -56,16 +67,21 @@ EXPORT_FORMATS: tuple[str, ...] = ("jsonl", "parquet")
 
 TRAJECTORY_COLUMNS: dict[str, str] = {
     "data_source": "the env id (verl picks its reward function by it)",
+    "agent_name": "the verl agent loop that plays the row (tool_agent: verl's ToolAgentLoop)",
     "prompt": "the opening messages: system, the worked example, the task as a user message",
     "messages": "the whole conversation: the prompt, then each reply (assistant) and observation (user or tool)",
     "tools": "JSON text of the tool schemas the agent was shown (OpenAI function-calling form)",
     "env_class": "the env id (SkyRL's name for the env an item runs in)",
     "reward_spec": "{method: 'env', ground_truth: task id}: the env scores the episode (SkyRL)",
-    "reward_model": "{style: 'env', ground_truth: task id}: the same, under verl's name",
-    "extra_info": "{index, task_id, env_id, split, seed, episode}: verl's and SkyRL's per-item extras",
+    "reward_model": "{style, ground_truth}: the gold answer as JSON text where the task has one (DB SELECT, KG; "
+                    "style rule when the reply's text states it: DB), else '' with style env (verl)",
+    "extra_info": "{index, task_id, env_id, split, seed, backend, episode, tool_selection, tools_kwargs, "
+                  "interaction_kwargs}: verl's and SkyRL's per-item extras; the last three as verl's agent loop "
+                  "reads them",
     "env_id": "the env id",
     "task_id": "the task id",
-    "split": "the task's split (train, test ...); empty when the task has none",
+    "split": "the task's split (train, test, dev); empty when the task has none",
+    "backend": "the backend the episode ran on (sqlite, mysql, local, docker, embedded ...)",
     "seed": "the episode's reset seed",
     "reward": "the episode's return (the terminal domain score unless shaping is on)",
     "rewards": "the reward of each step, in order",
@@ -99,38 +115,47 @@ class ExportResult:
 def trajectory_row(messages: Sequence[Mapping[str, Any]], *, prompt_length: int, env_id: str, task_id: str,
                    split: str = "", seed: int | None, rewards: Sequence[float], reward: float, success: bool,
                    score: Mapping[str, Any] | None, finish_reason: str | None, tools: Sequence[Any] = (),
-                   agent: str = "", index: int = 0, episode: str = "", text_truncated: bool = False) -> dict[str, Any]:
+                   agent: str = "", index: int = 0, episode: str = "", text_truncated: bool = False,
+                   backend: str = "", answer: AnswerKey | None = None,
+                   agent_name: str = VERL_AGENT_NAME) -> dict[str, Any]:
     """One row of :data:`TRAJECTORY_COLUMNS` for an episode's conversation.
 
     Args:
         messages: the whole conversation (chat messages).
         prompt_length: how many of the first messages are the prompt (system, example, task).
-        env_id, task_id, split, seed: where the episode comes from.
+        env_id, task_id, split, seed, backend: where the episode comes from.
         rewards: each step's reward.
         reward: the episode's return.
         success, score, finish_reason: how it ended (``score`` as the env's ``info["score"]``).
         tools: the tool schemas the agent was shown.
         agent, index, episode: who played it, the row's position, the run's episode key.
         text_truncated: a text of the conversation was cut.
+        answer: the task's answer key (``task.answer_key()``), None when it has none.
+        agent_name: the verl agent loop named in the row.
 
     Returns:
         The row, a dict of plain JSON values.
     """
     conversation = [dict(m) for m in messages]
-    truth = {"ground_truth": task_id}
+    identity = episode_kwargs(env_id, task_id, seed=seed, split=split, backend=backend)
     return {
         "data_source": env_id,
+        "agent_name": agent_name,
         "prompt": conversation[:prompt_length],
         "messages": conversation,
         "tools": json.dumps(list(tools), ensure_ascii=False),
         "env_class": env_id,
-        "reward_spec": {"method": "env", **truth},
-        "reward_model": {"style": "env", **truth},
-        "extra_info": {"index": index, "task_id": task_id, "env_id": env_id, "split": split,
-                       "seed": seed, "episode": episode},
+        "reward_spec": {"method": "env", "ground_truth": task_id},
+        "reward_model": reward_model(answer),
+        "extra_info": {"index": index, "task_id": task_id, "env_id": env_id, "split": split, "seed": seed,
+                       "backend": backend, "episode": episode,
+                       "tool_selection": tool_names(tools),
+                       "tools_kwargs": tools_kwargs(tool_names(tools), identity),
+                       "interaction_kwargs": interaction_kwargs(identity)},
         "env_id": env_id,
         "task_id": task_id,
         "split": split,
+        "backend": backend,
         "seed": seed,
         "reward": float(reward),
         "rewards": [float(r) for r in rewards],
@@ -221,20 +246,23 @@ def episode_messages(trace: EpisodeTrace, style: ChatStyle, *, protocol_tools: b
 
 
 def export_run(run_dir: str | Path, output: str | Path, fmt: ExportFormat | None = None,
-               style: ChatStyle | None = None) -> ExportResult:
+               style: ChatStyle | None = None, agent_name: str = VERL_AGENT_NAME) -> ExportResult:
     """Write one row per finished episode of a run (:data:`TRAJECTORY_COLUMNS`).
 
     Episodes whose record is not ``done`` (agent, infrastructure or task errors) or has no
     trace are skipped and counted. The chat style: the run's ``openai:`` agent's mode
     (``tools`` under ``--tools`` or ``--protocol agentbench-fc``, else ``react``); for other
     agents, per episode, ``tools`` when a reply was a JSON tool call, else ``react``;
-    ``style`` overrides both.
+    ``style`` overrides both. Each row's ``reward_model`` holds its task's answer key, read from
+    the run's task files (``--tasks``) or the bundled suite; a task found in neither (its file
+    moved) gets none.
 
     Args:
         run_dir: the run folder (``results/<run>``).
         output: the file to write.
         fmt: ``jsonl`` or ``parquet``; default from the output's suffix.
         style: ``react`` or ``tools``, or None as above.
+        agent_name: the verl agent loop named in every row (``agent_name``).
 
     Returns:
         What was written, with the number of rows whose trace text was cut.
@@ -253,6 +281,7 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: ExportFormat | None
     config = _config_of(paths)
     agent_style = _agent_style(config)
     rows: list[dict[str, Any]] = []
+    answers = _AnswerKeys(config)
     skipped: Counter[str] = Counter()
     truncated = 0
     for record in read_records(paths.episodes):
@@ -272,7 +301,9 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: ExportFormat | None
         score = trace.score
         rows.append(trajectory_row(
             messages, prompt_length=prompt_length, env_id=record.env_id, task_id=record.task_id,
-            split=_split_of(trace), seed=record.seed, rewards=[s.reward for s in trace.steps],
+            split=record.split or trace.split, backend=record.backend or trace.backend,
+            answer=answers.get(record.env_id, record.task_id), agent_name=agent_name,
+            seed=record.seed, rewards=[s.reward for s in trace.steps],
             reward=record.reward, success=record.success,
             score=score.model_dump() if score is not None else None, finish_reason=record.finish_reason,
             tools=_tools_shown(config, trace, protocol_tools), agent=record.agent, index=len(rows),
@@ -340,10 +371,30 @@ def _tools_shown(config: EvalConfig | None, trace: EpisodeTrace, protocol_tools:
     return list(trace.tools)
 
 
-def _split_of(trace: EpisodeTrace) -> str:
-    # Splits are being added to tasks; a trace that records one (a field or its metadata) gives it.
-    value = getattr(trace, "split", None) or trace.metadata.get("split")
-    return str(value) if value else ""
+class _AnswerKeys:
+    """The answer keys of a run's tasks by env id and task id: the suite each env ran (the run's
+    ``--tasks`` files of its domain, else its bundled suite), read once per env id."""
+
+    def __init__(self, config: EvalConfig | None) -> None:
+        self._paths = tuple(config.tasks) if config is not None else ()
+        self._keys: dict[str, dict[str, AnswerKey | None]] = {}
+
+    def get(self, env_id: str, task_id: str) -> AnswerKey | None:
+        if env_id not in self._keys:
+            self._keys[env_id] = {task.id: task.answer_key() for task in self._suite(env_id)}
+        return self._keys[env_id].get(task_id)
+
+    def _suite(self, env_id: str) -> list[TaskSpec]:
+        domain = registry.domain_of_env(env_id)
+        if domain is None:
+            return []
+        from agentunit_gym.eval.routing import task_options
+
+        try:
+            given = task_options(env_id, self._paths).get("tasks")
+        except AgentUnitError:  # the run's files moved or changed: their rows get no answer key
+            return []
+        return list(given) if given else domain.bundled_tasks()
 
 
 __all__ = ["EXPORT_FORMATS", "TRAJECTORY_COLUMNS", "ExportFormat", "ExportResult", "episode_messages",

@@ -61,6 +61,12 @@ class EpisodeRecord(BaseModel):
     error: str = ""
     node: str = ""
     """The Ray node that ran the episode (``--ray`` runs: the node id); empty for a local run."""
+    split: str = ""
+    """The task's split as the episode's reset gave it (``info["split"]``: ``train``, ``test``,
+    ``dev``); ``""`` for a task without one, or an episode that never reset (no trace)."""
+    backend: str = ""
+    """The backend the episode ran on (``info["backend"]``): what ``--backend auto`` chose on the
+    host that ran it; ``""`` for an episode that never reset (no trace)."""
 
 
 @dataclass

@@ -22,10 +22,8 @@ from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.info import WrappedStepInfo, running_step_info
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, Usage
 from agentunit_gym.errors import (
+    INFRA_ERRORS,
     AgentUnitError,
-    BackendError,
-    BackendTimeoutError,
-    BackendUnavailableError,
     EpisodeStateError,
     TaskFileError,
 )
@@ -38,9 +36,6 @@ from agentunit_gym.eval.info import (
     eval_step_info,
 )
 from agentunit_gym.wrappers.trace import finished_trace, new_trace, step_record
-
-INFRA_ERRORS: tuple[type[BaseException], ...] = (BackendError, BackendTimeoutError, BackendUnavailableError)
-"""Errors that are the infrastructure's fault: the episode is retried."""
 
 TASK_ERRORS: tuple[type[BaseException], ...] = (TaskFileError,)
 """Errors that are the task's fault (a reference solution that fails on this backend): the

@@ -248,7 +248,8 @@ def finished_record(slot: Slot, packet: Packet, agent_label: str) -> tuple[Episo
         attempts=slot.attempts, success=bool(score and score.success), reward=float(score.reward if score else 0.0),
         finish_reason=trace.finish_reason.value if trace is not None and trace.finish_reason else None,
         steps=len(trace.steps) if trace is not None else 0, wall_s=time.time() - slot.started,
-        error=slot.agent_error,
+        error=slot.agent_error, split=trace.split if trace is not None else "",
+        backend=trace.backend if trace is not None else "",
     )
     return record, trace
 

@@ -38,7 +38,10 @@ class Interval:
 
 
 def wilson(successes: int, n: int, z: float = Z_95) -> Interval:
-    """The Wilson score interval for a binomial rate.
+    """The Wilson score interval for a binomial rate (``scipy.stats.binomtest``'s ``wilson``).
+
+    Its centre is ``(p + z^2/2n) / (1 + z^2/n)`` and its half-width
+    ``z * sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n)``, for ``p = successes / n``.
 
     Args:
         successes: how many trials succeeded.
@@ -55,12 +58,11 @@ def wilson(successes: int, n: int, z: float = Z_95) -> Interval:
         raise ConfigError(f"wilson needs 0 <= successes <= n, got successes={successes}, n={n}.")
     if n == 0:
         return Interval(0.0, 1.0, "wilson")
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # Clamp rounding noise so the bounds stay inside [0, 1].
-    return Interval(max(0.0, centre - half), min(1.0, centre + half), "wilson")
+    import scipy.stats  # here, not at the top: importing it takes seconds, and most runs need it once
+
+    confidence = 1.0 - 2.0 * float(scipy.stats.norm.sf(z))
+    ci = scipy.stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return Interval(float(ci.low), float(ci.high), "wilson")
 
 
 Statistic = Literal["mean", "sum", "ratio"]
@@ -275,11 +277,13 @@ def _check_counts(n: int, c: int, k: int) -> None:
 def permutation_test(
     a: Sequence[float], b: Sequence[float], *, seed: int = 0, resamples: int = DEFAULT_BOOTSTRAP
 ) -> float:
-    """Two-sided p-value of a difference in means by a seeded permutation test.
+    """Two-sided p-value of a difference in means by a seeded permutation test
+    (``scipy.stats.permutation_test``).
 
-    Pools both samples, reshuffles the labels ``resamples`` times (all at once: one row of
-    a permuted index matrix per reshuffle), and counts how often the shuffled difference is
-    at least as large as the observed one (with the +1 correction, so the p-value is never 0).
+    The statistic is ``|mean(a) - mean(b)|`` and the p-value the share of relabellings of the
+    pooled samples whose statistic is at least the observed one: ``(hits + 1) / (resamples + 1)``
+    over ``resamples`` random relabellings (the +1 correction, so the p-value is never 0), or
+    exact over every relabelling when there are at most ``resamples`` of them.
 
     Raises:
         ConfigError: an empty sample.
@@ -288,19 +292,25 @@ def permutation_test(
     xb = np.asarray(b, dtype=float)
     if xa.size == 0 or xb.size == 0:
         raise ConfigError("permutation_test needs two non-empty samples.")
-    observed = abs(xa.mean() - xb.mean())
-    pooled = np.concatenate([xa, xb])
-    rng = np.random.default_rng(seed)
-    order = rng.permuted(np.tile(np.arange(pooled.size), (resamples, 1)), axis=1)
-    shuffled = pooled[order]
-    diffs = np.abs(shuffled[:, : xa.size].mean(axis=1) - shuffled[:, xa.size:].mean(axis=1))
-    hits = int(np.count_nonzero(diffs >= observed - 1e-12))
-    return (hits + 1) / (resamples + 1)
+
+    def distance(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        gap: np.ndarray = np.abs(x.mean(axis=axis) - y.mean(axis=axis))
+        return gap
+
+    import scipy.stats
+
+    # `random_state`, not `rng` (scipy >= 1.15 only): pyproject allows scipy from 1.10.
+    result = scipy.stats.permutation_test((xa, xb), distance, permutation_type="independent", vectorized=True,
+                                          n_resamples=resamples, alternative="greater",
+                                          random_state=np.random.default_rng(seed))
+    return float(result.pvalue)
 
 
 def sign_test(wins: int, losses: int) -> float:
     """Exact two-sided p-value of a sign test: ``wins`` units where B beat A and ``losses``
-    where A beat B (ties dropped), under H0 that either is equally likely.
+    where A beat B (ties dropped), under H0 that either is equally likely: the binomial test
+    of ``wins`` in ``wins + losses`` at 1/2 (``scipy.stats.binomtest``), which is
+    ``min(1, 2 * sum(C(n, i) for i <= min(wins, losses)) / 2^n)``.
 
     Over tasks with one run each this is McNemar's exact test on the discordant pairs.
 
@@ -309,9 +319,8 @@ def sign_test(wins: int, losses: int) -> float:
     """
     if wins < 0 or losses < 0:
         raise ConfigError(f"sign_test needs counts >= 0, got wins={wins}, losses={losses}.")
-    n = wins + losses
-    if n == 0:
+    if wins + losses == 0:
         return 1.0
-    k = min(wins, losses)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
-    return min(1.0, 2.0 * tail)
+    import scipy.stats
+
+    return float(scipy.stats.binomtest(wins, wins + losses, 0.5, alternative="two-sided").pvalue)

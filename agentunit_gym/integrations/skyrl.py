@@ -35,7 +35,7 @@ import gymnasium as gym
 
 from agentunit_gym.core.chat import CHAT_STYLES, ChatStyle
 from agentunit_gym.core.registry import env_ids, full_env_id
-from agentunit_gym.errors import ConfigError, EpisodeStateError, MissingDependencyError
+from agentunit_gym.errors import INFRA_ERRORS, ConfigError, EpisodeStateError, MissingDependencyError
 from agentunit_gym.integrations import INTEGRATIONS_EXTRA
 from agentunit_gym.wrappers.chat import ChatMessages
 from agentunit_gym.wrappers.info import agent_env
@@ -103,7 +103,11 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
       ``action_error`` (the issue of an invalid reply, else None), and at the end ``score``
       (``reward``, ``success``, every ``components`` entry of the domain metric, ``detail``).
 
-    An invalid reply is an observation (the env's feedback), not an error.
+    An invalid reply is an observation (the env's feedback), not an error. A failure of the
+    infrastructure (the backend, an env server, the network: :data:`~agentunit_gym.errors.INFRA_ERRORS`)
+    is never a reward: ``init`` or ``step`` raises it, typed, after closing the env (SkyRL's
+    generator does not close an env whose ``step`` raised), so the batch fails visibly instead of
+    training on a 0. The model is SkyRL's own inference engine, which the env never calls.
 
     Args:
         env_id: the AgentUnit env id (set by the registration).
@@ -170,13 +174,19 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
         Raises:
             EpisodeStateError: the env is closed, or ``init`` was already called.
             TaskNotFoundError: the task the extras name is not in the env's suite.
+            BackendError, BackendTimeoutError, BackendUnavailableError: the backend failed; the
+                env is closed.
         """
         if self._closed:
             raise EpisodeStateError("init() after close(): make a new env with skyrl_gym.make().")
         if self._started:
             raise EpisodeStateError("init() called twice: SkyRL plays one trajectory per env; make a new env.")
         options = {"task_id": self.task_id} if self.task_id is not None else None
-        messages, info = self.env.reset(seed=self.seed, options=options)
+        try:
+            messages, info = self.env.reset(seed=self.seed, options=options)
+        except INFRA_ERRORS:
+            self.close()
+            raise
         self._started = True
         self._last_info = info
         self.played_task_id = str(info["task_id"])
@@ -189,6 +199,8 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
 
         Raises:
             EpisodeStateError: before ``init``, after the episode ended, or after ``close``.
+            BackendError, BackendTimeoutError, BackendUnavailableError: the backend failed; the
+                episode is over without a reward and the env is closed.
         """
         if self._closed:
             raise EpisodeStateError("step() after close(): make a new env with skyrl_gym.make().")
@@ -198,7 +210,11 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
             raise EpisodeStateError(
                 f"step() after the episode ended ({self._last_info.get('finish_reason')}): SkyRL plays one "
                 "trajectory per env; make a new env with skyrl_gym.make() for the next one.")
-        messages, reward, terminated, truncated, info = self.env.step(action)
+        try:
+            messages, reward, terminated, truncated, info = self.env.step(action)
+        except INFRA_ERRORS:
+            self.close()  # the episode is over (finish reason error) and nothing else will free the backend
+            raise
         self.turns += 1
         self.done = bool(terminated or truncated)
         self._last_info = info

@@ -17,7 +17,16 @@ program that calls the model). Here:
   component (``score/<name>``) go beside it; ``trace.info["agentunit"]`` keeps the finish
   reason and the whole score.
 - :class:`AgentUnitHarness` is verifiers' tool-less chat loop (``null``): the model's
-  replies are text, which the env parses (ReAct, or a JSON tool call in the text).
+  replies are text, which the env parses (ReAct, or a JSON tool call in the text). On the
+  local subprocess runtime it runs with this Python, so a rollout needs no network (no uv, no
+  packages fetched).
+
+A failure is never a score (:func:`agent_run_failure`): a model endpoint that fails (an HTTP
+error, a timeout) or a harness that dies leaves verifiers' typed error on the trace
+(``trace.errors``, ``trace.ok`` false, ``episode.ok`` false) and the reward ``None``, with
+``trace.info["agentunit"]["finish_reason"] == "error"``; a backend that fails under the env
+raises out of the episode (verifiers records it on the trace and on ``episode.errors``). A
+context overflow is the agent's own end, scored as the evaluator scores it (CONTEXT_LIMIT).
 
 verifiers finds a taskset, its env and its harness by *id*, a top-level module name: ours is
 :data:`TASKSET_ID` (``agentunit-gym-verifiers``, the module ``agentunit_gym_verifiers``
@@ -39,6 +48,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -49,7 +60,8 @@ from pydantic import Field
 from agentunit_gym.core.chat import ChatStyle, ChatTranscript
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.registry import env_ids, full_env_id
-from agentunit_gym.errors import ConfigError, MissingDependencyError
+from agentunit_gym.errors import INFRA_ERRORS, AgentUnitError, ConfigError, MissingDependencyError
+from agentunit_gym.eval.model_errors import ModelAPIError, context_limit_message
 from agentunit_gym.integrations import INTEGRATIONS_EXTRA
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.registration import register_envs
@@ -58,6 +70,7 @@ try:
     import verifiers.v1 as vf
     from verifiers.v1.configs.env import TimeoutConfig
     from verifiers.v1.harnesses.null import NullHarness
+    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise MissingDependencyError(str(exc.name or "verifiers"), INTEGRATIONS_EXTRA,
                                  "agentunit_gym.integrations.verifiers (AgentUnit envs in verifiers)") from exc
@@ -154,7 +167,44 @@ class AgentUnitTaskset(vf.Taskset[AgentUnitTask, AgentUnitTasksetConfig]):  # ty
 
 
 class AgentUnitHarness(NullHarness):  # type: ignore[misc]
-    """verifiers' tool-less chat loop, the harness of :data:`TASKSET_ID`: replies are text the env parses."""
+    """verifiers' tool-less chat loop, the harness of :data:`TASKSET_ID`: replies are text the env parses.
+
+    verifiers runs its chat program as a uv script: it installs uv when it is missing and has uv
+    fetch the script's packages (openai, mcp, httpx ...) from PyPI on the first rollout. Those
+    packages are verifiers' own dependencies, so on the local subprocess runtime the program runs
+    with the Python running this code instead (:class:`HostPythonPrograms`): no uv, no network
+    at rollout time. Other runtimes (containers, sandboxes) keep verifiers' way.
+    """
+
+    async def setup(self, runtime: Any) -> None:
+        if not isinstance(runtime, SubprocessRuntime):
+            await super().setup(runtime)
+
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(runtime, SubprocessRuntime):
+            runtime = HostPythonPrograms(runtime)
+        return await super().launch(ctx, trace, runtime, *args, **kwargs)
+
+
+class HostPythonPrograms:
+    """A local subprocess runtime whose PEP 723 programs run with this Python, not in a uv environment.
+
+    Only :meth:`prepare_uv_script` differs: it writes the program into the runtime's workspace
+    and returns ``[sys.executable, path]``; everything else is the runtime's own.
+    """
+
+    def __init__(self, runtime: Any) -> None:
+        self._runtime = runtime
+
+    async def prepare_uv_script(self, script: str | bytes, env: Mapping[str, str] | None = None, *,
+                                activate: bool = True) -> list[str]:
+        data = script.encode() if isinstance(script, str) else script
+        path = f".agentunit-program-{hashlib.sha256(data).hexdigest()[:16]}.py"  # in the runtime's workspace
+        await self._runtime.write(path, data)
+        return [sys.executable, path]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
 
 
 class AgentUnitEnvConfig(vf.EnvConfig):  # type: ignore[misc]
@@ -185,18 +235,69 @@ class AgentUnitEnv(vf.Env[AgentUnitEnvConfig]):  # type: ignore[misc]
                 async with agents.player.interaction(task) as interaction:
                     segment = await interaction.turn()
                     while not segment.terminated:
-                        observation, _, terminated, truncated, info = await call(env.step, segment.last_reply)
+                        try:
+                            observation, _, terminated, truncated, info = await call(env.step, segment.last_reply)
+                        except INFRA_ERRORS as exc:
+                            # Raised inside the interaction: verifiers fails the trace (ok false) and
+                            # the episode (episode.errors), so no reward is read from it.
+                            record_failure(interaction.trace, FinishReason.ERROR, exc, steps)
+                            raise
                         steps += 1
                         if terminated or truncated:
                             break
                         segment = await interaction.turn(str(observation))
-                if not info.get("score"):  # {} until the episode ends (info keys keep one type)
-                    # The agent's run ended first (its max_turns, the harness): the env's turn limit in effect.
-                    info = await call(agent_env(env).end_episode, FinishReason.TASK_LIMIT,
-                                      detail="the agent's run ended before the episode did")
-                record_score(interaction.trace, info, steps)
+                    if not info.get("score"):  # {} until the episode ends (info keys keep one type)
+                        failure = agent_run_failure(interaction.trace)
+                        if failure is not None and failure[0] is FinishReason.ERROR:
+                            record_failure(interaction.trace, *failure, steps)
+                            if interaction.trace.errors:
+                                return  # verifiers recorded the failure on the trace already
+                            raise failure[1]  # fails the trace: no reward is read from it
+                        # The agent's run ended first: a context overflow, or its max_turns (the
+                        # env's turn limit in effect).
+                        reason, detail = (failure[0], str(failure[1])) if failure is not None else \
+                            (FinishReason.TASK_LIMIT, "the agent's run ended before the episode did")
+                        info = await call(agent_env(env).end_episode, reason, detail=detail)
+                    record_score(interaction.trace, info, steps)
             finally:
                 await call(env.close)
+
+
+def agent_run_failure(trace: Any) -> tuple[FinishReason, AgentUnitError] | None:
+    """Why an agent's run stopped before the env's episode ended, when the model is the cause.
+
+    Returns:
+        ``(ERROR, error)`` when the run failed (verifiers' typed error on the trace: a model
+        endpoint's HTTP error or timeout, a harness that died) or a model call failed, or the
+        run's time budget ran out while it waited for the model; ``(CONTEXT_LIMIT, error)`` when
+        the model refused a conversation longer than its context (the agent's own end, as the
+        evaluator counts it); None when the run simply stopped (its ``max_turns``).
+    """
+    if trace.errors:
+        error = trace.errors[-1]
+        status = f" (HTTP {error.status_code})" if error.status_code is not None else ""
+        return FinishReason.ERROR, ModelAPIError(f"{error.type}{status}: {error.message or 'no message'}",
+                                                 status=error.status_code)
+    failed = trace.calls[-1].error if trace.calls else None
+    if failed is not None:
+        message, status = str(failed.message), failed.status_code
+        body = message[message.index("{"):] if "{" in message else message  # "upstream 400: {...}": the body
+        if status is not None and context_limit_message(status, body):
+            return FinishReason.CONTEXT_LIMIT, ModelAPIError(f"the model refused the turn: {message}", status)
+        return FinishReason.ERROR, ModelAPIError(f"the model call failed: {failed.type}: {message}", status)
+    if trace.is_timeout:
+        return FinishReason.ERROR, ModelAPIError(
+            f"the agent's time budget ran out ({trace.stop_condition}) while it waited for the model")
+    return None
+
+
+def record_failure(trace: Any, reason: FinishReason, error: BaseException, steps: int) -> None:
+    """Mark a verifiers trace as failed for ``error``: the reward ``None`` (not scored), the finish
+    reason and the error in ``info["agentunit"]``."""
+    trace.rewards[REWARD_NAME] = None
+    trace.record_metric("steps", float(steps))
+    trace.info["agentunit"] = {"finish_reason": reason.value, "score": None,
+                               "error": f"{type(error).__name__}: {error}"}
 
 
 def record_score(trace: Any, info: Mapping[str, Any], steps: int) -> None:
@@ -245,5 +346,5 @@ def load_environment(env_id: str, split: str | None = None, *, backend: str | No
 
 
 __all__ = ["REWARD_NAME", "STYLE", "TASKSET_ID", "AgentUnitData", "AgentUnitEnv", "AgentUnitEnvConfig",
-           "AgentUnitHarness", "AgentUnitTask", "AgentUnitTaskset", "AgentUnitTasksetConfig", "load_environment",
-           "make_agentunit_env", "record_score"]
+           "AgentUnitHarness", "AgentUnitTask", "AgentUnitTaskset", "AgentUnitTasksetConfig", "HostPythonPrograms",
+           "agent_run_failure", "load_environment", "make_agentunit_env", "record_failure", "record_score"]

@@ -2,20 +2,26 @@
 
 The server sends ``info`` over the wire without knowing its keys, so a new key, a key whose
 type differs between steps (the envs' own keys keep one type; a wrapper's need not) or a new
-value type does not break it. Conversions:
+value type does not break it. pydantic_core's serializer does the conversion (``to_json``,
+read back with ``json.loads``, so the result is JSON by construction); what it does not
+know goes through a fallback. Conversions:
 
 | value | becomes |
 |---|---|
 | ``None``, ``bool``, ``int``, ``str`` | itself |
 | ``float`` | itself; NaN and infinities become None (JSON has neither) |
 | an ``Enum`` | its ``value``, converted again |
-| a pydantic model | ``model_dump(mode="json")`` |
-| a dataclass instance | its ``to_dict()`` when it has one, else its fields |
+| a pydantic model | its JSON form (``model_dump(mode="json")``) |
+| a dataclass instance | its fields |
 | a numpy scalar / array | ``item()`` / ``tolist()`` |
 | ``dict`` (any mapping) | a dict with ``str`` keys |
-| ``list``, ``tuple``, ``set``, ``frozenset`` | a list (a set sorted when its items sort) |
+| ``list``, ``tuple``, ``set``, ``frozenset`` | a list (a set's in its iteration order) |
 | ``bytes`` | text, undecodable bytes replaced |
-| ``Path``, ``datetime``, anything else | ``str(value)`` |
+| ``Path``, ``datetime``, ``UUID``... | pydantic's JSON form (a path's text, ISO 8601 times) |
+| anything else | ``str(value)`` |
+
+A value pydantic_core refuses as a whole (a cycle, bytes that are not UTF-8) is converted
+part by part, so only the part at fault degrades (a cycle is cut at a depth of 64).
 
 Example::
 
@@ -28,14 +34,12 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import math
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
+import pydantic_core
 
 __all__ = ["to_jsonable"]
 
@@ -45,36 +49,28 @@ _MAX_DEPTH = 64
 
 def to_jsonable(value: Any, _depth: int = 0) -> Any:
     """``value`` as nested dicts, lists, strings, numbers, booleans and None (see the module table)."""
-    if value is None or isinstance(value, (bool, int, str)) and not isinstance(value, enum.Enum):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if _depth >= _MAX_DEPTH:
+    try:
+        text = pydantic_core.to_json(value, fallback=_unknown)
+    except ValueError:  # PydanticSerializationError (a cycle) and UnicodeDecodeError are ValueErrors
+        return _by_parts(value, _depth)
+    # NaN and infinities: None whichever way this pydantic_core writes them (null, or JSON5's constants).
+    return json.loads(text, parse_constant=lambda _: None)
+
+
+def _unknown(value: Any) -> Any:
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    return str(value)
+
+
+def _by_parts(value: Any, depth: int) -> Any:
+    if depth >= _MAX_DEPTH:
         return str(value)
-    deeper = _depth + 1
-    if isinstance(value, enum.Enum):
-        return to_jsonable(value.value, deeper)
-    if isinstance(value, BaseModel):
-        return to_jsonable(value.model_dump(mode="json"), deeper)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        to_dict = getattr(value, "to_dict", None)
-        if callable(to_dict):
-            return to_jsonable(to_dict(), deeper)
-        return {f.name: to_jsonable(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
-    if isinstance(value, np.generic):
-        return to_jsonable(value.item(), deeper)
-    if isinstance(value, np.ndarray):
-        return to_jsonable(value.tolist(), deeper)
+    deeper = depth + 1
     if isinstance(value, Mapping):
         return {str(to_jsonable(k, deeper)): to_jsonable(v, deeper) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return [to_jsonable(v, deeper) for v in value]
-    if isinstance(value, (set, frozenset)):
-        items = [to_jsonable(v, deeper) for v in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", errors="replace")
     return str(value)

@@ -98,7 +98,10 @@ class ToolOutcome:
         is_error: the call was not a valid action (the env's invalid-action feedback), or came
             after the episode ended.
         ended: the episode is over (this call ended it, or it had ended before).
-        result: at the end, ``{finished, finish_reason, reward, success, score, steps, task_id}``.
+        result: at the end, ``{finished, finish_reason, reward, success, score, steps, task_id, detail,
+            error}``; ``reward``, ``success`` and ``score`` are None for an episode without a score
+            (the infrastructure failed: ``finish_reason`` ``error``, and ``error`` says what failed;
+            a failure is never a reward of 0).
     """
 
     text: str
@@ -264,12 +267,13 @@ class ServedEpisode:
         result: dict[str, Any] = {
             "finished": True,
             "finish_reason": reason.value if isinstance(reason, FinishReason) else (reason or "error"),
-            "reward": float(score["reward"]) if score else 0.0,
-            "success": bool(score["success"]) if score else False,
+            "reward": float(score["reward"]) if score else None,
+            "success": bool(score["success"]) if score else None,
             "score": score,
             "steps": self._steps,
             "task_id": self.task_id,
             "detail": str(info.get("finish_detail") or ""),
+            "error": error,
         }
         self._result = result
         trace = info.get("trace") if isinstance(info.get("trace"), EpisodeTrace) else None
@@ -279,9 +283,10 @@ class ServedEpisode:
             record = EpisodeRecord(
                 key=f"{self.env_id}|{self.task_id}|mcp-{self.episode_id}", env_id=self.env_id,
                 task_id=self.task_id, run=self.run, seed=self.seed, agent=self.agent,
-                status=status, success=result["success"],
-                reward=result["reward"], finish_reason=result["finish_reason"], steps=self._steps,
-                wall_s=time.time() - self._started, error=error)
+                status=status, success=bool(result["success"]),
+                reward=result["reward"] or 0.0, finish_reason=result["finish_reason"], steps=self._steps,
+                wall_s=time.time() - self._started, error=error, split=str(self.info.get("split") or ""),
+                backend=str(self.info.get("backend") or ""))
             self.recorder.write(record, trace)
         self._close_env()  # free the backend now; the episode object answers later calls
         return result
@@ -295,15 +300,20 @@ class ServedEpisode:
 
 def end_message(result: dict[str, Any]) -> str:
     """The line that tells the agent how its episode ended."""
-    return (f"Episode finished ({result['finish_reason']}): reward {result['reward']:g}, "
+    return (f"Episode finished ({result['finish_reason']}): reward {_reward_text(result)}, "
             f"success {str(result['success']).lower()}, {result['steps']} step(s).")
 
 
 def after_end_message(result: dict[str, Any]) -> str:
     """What a call after the end reads."""
     why = f"; {result['detail']}" if result.get("detail") else ""
-    return (f"The episode has already ended ({result['finish_reason']}, reward {result['reward']:g}{why}): this "
+    return (f"The episode has already ended ({result['finish_reason']}, reward {_reward_text(result)}{why}): this "
             "session takes no more tool calls. Open a new MCP session to play another episode.")
+
+
+def _reward_text(result: dict[str, Any]) -> str:
+    """The reward as the agent reads it: ``none`` for an episode the infrastructure ended unscored."""
+    return "none" if result["reward"] is None else f"{result['reward']:g}"
 
 
 class EpisodePool:

@@ -21,6 +21,20 @@ Split = Literal["train", "test", "dev"]
 
 
 
+@dataclass(frozen=True)
+class AnswerKey:
+    """A task's gold answer as text, for a reward function outside the env (an exported row's
+    ``reward_model.ground_truth``, docs/training.md, "Exporting trajectories")."""
+
+    text: str
+    """The gold answer: a JSON list of strings (``'["-3.2"]'``)."""
+    in_reply: bool
+    """Whether the agent's committing reply states the answer itself (a DB ``Final Answer:``), so
+    a function can score the reply's text against :attr:`text`; False when the reply only names
+    something the env resolves (a KG variable: its entities come from the graph, and the env's
+    ``score.components.answer`` holds them)."""
+
+
 class ReferenceStep(BaseModel):
     """One call of a reference solution.
 
@@ -105,6 +119,11 @@ class TaskSpec(BaseModel):
 
     def supports(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
+
+    def answer_key(self) -> AnswerKey | None:
+        """The gold answer as text, when the task has one a function could score outside the env;
+        None here (a task graded on the state it leaves: a check script, a table hash, a purchase)."""
+        return None
 
     def list_notes(self) -> tuple[str, ...]:
         """Short notes ``tasks list`` shows beside the task's backends (``needs network``); a

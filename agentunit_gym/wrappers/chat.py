@@ -8,6 +8,7 @@ from typing import Any, Literal, SupportsFloat, cast
 import gymnasium as gym
 
 from agentunit_gym.core.chat import CHAT_STYLES, ChatStyle, ChatTranscript
+from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.spaces import ChatSpace
 from agentunit_gym.errors import ConfigError
 
@@ -23,14 +24,22 @@ class ChatMessages(gym.Wrapper[list[dict[str, Any]], str, str, str], gym.utils.R
     The messages are built by :class:`~agentunit_gym.core.chat.ChatTranscript`, the same
     builder the built-in OpenAI-compatible agent sends its model, so a trainer's
     conversation and the evaluator's are the same: a system message (the domain's system
-    text, and in ``react`` style the grammar), the domain's worked example (``examples=True``,
-    left out when the env shows another release's tool names), the task as a user message,
-    then per step the reply as an assistant message and the observation. In ``tools`` style
-    a JSON tool call (``{"name": ..., "arguments": {...}}``) becomes an assistant message
-    with ``tool_calls`` (ids ``call_0``, ``call_1``, ...; an
-    :class:`~agentunit_gym.core.trace.AgentReply` with a ``message`` keeps its own) and the
-    observation a ``tool`` message with the matching ``tool_call_id``; any other reply is a
-    text message answered by a user message. In ``react`` style every reply is text.
+    text), the domain's worked example (``examples=True``, left out when the env shows
+    another release's tool names), the task as a user message, then per step the reply as an
+    assistant message and the observation. In ``react`` style every reply is text and the
+    task's message states the grammar.
+
+    ``tools`` style puts the env in tool-calls-only mode (as ``gym.make(...,
+    action_format="tools")`` does; :meth:`~agentunit_gym.core.env.AgentEnv.require_tool_calls`),
+    so no message teaches a text grammar: the worked example is written as tool calls, the
+    tool schemas are ``info["tools"]``, a JSON tool call (``{"name": ..., "arguments":
+    {...}}``) becomes an assistant message with ``tool_calls`` (ids ``call_0``, ``call_1``,
+    ...; an :class:`~agentunit_gym.core.trace.AgentReply` with a ``message`` keeps its own)
+    and the observation a ``tool`` message with the matching ``tool_call_id``. Any other
+    reply is a text message, not run, answered by a user message as under ``eval --protocol
+    agentbench-fc`` ("No executable tool calls found. Please call a tool instead."). Over an
+    env that is not an AgentUnit env (``Remote-v0``), make the served env with
+    ``action_format="tools"``.
 
     ``mode="full"`` (default): each observation is the whole conversation so far (a new
     list each time). ``mode="delta"``: ``reset`` returns the opening messages and each
@@ -63,7 +72,8 @@ class ChatMessages(gym.Wrapper[list[dict[str, Any]], str, str, str], gym.utils.R
         examples: put the domain's worked example after the system message, as the built-in agent does.
 
     Raises:
-        ConfigError: an unknown ``mode`` or ``style``.
+        ConfigError: an unknown ``mode`` or ``style``, or ``react`` style over an env made with
+            ``action_format="tools"``.
     """
 
     def __init__(self, env: gym.Env[str, str], mode: ChatMode = "full", style: ChatStyle = "tools",
@@ -74,6 +84,14 @@ class ChatMessages(gym.Wrapper[list[dict[str, Any]], str, str, str], gym.utils.R
         if style not in CHAT_STYLES:
             raise ConfigError(f"ChatMessages style must be one of {', '.join(CHAT_STYLES)}, got {style!r}: "
                               "'tools' for JSON tool calls as tool_calls, 'react' for text replies.")
+        base = env.unwrapped
+        if isinstance(base, AgentEnv):
+            if style == "tools":
+                base.require_tool_calls()
+            elif base.tool_calls_only:
+                raise ConfigError("ChatMessages style 'react' over an env in tool-calls-only mode (made with "
+                                  "action_format='tools'): the env shows no text grammar and runs no text reply; "
+                                  "use style='tools', or make the env with action_format='text'.")
         gym.utils.RecordConstructorArgs.__init__(self, mode=mode, style=style, examples=examples)
         # gymnasium types a wrapper's inner env with the wrapper's own observation type.
         super().__init__(env)  # type: ignore[arg-type]

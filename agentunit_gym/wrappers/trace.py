@@ -196,18 +196,15 @@ def new_trace(observation: str, info: Mapping[str, Any], *, episode_id: str, env
               metadata: dict[str, Any] | None = None) -> EpisodeTrace:
     """The trace of an episode that just started, from its reset ``observation`` and ``info``.
 
-    ``task_id`` is used when ``info`` has none. A task's split (``info["split"]``, when tasks
-    carry one) goes to ``metadata["split"]``, where the trajectory export reads it.
+    ``task_id`` is used when ``info`` has none; the task's split is ``info["split"]``.
     """
-    metadata = dict(metadata or {})
-    if info.get("split"):
-        metadata["split"] = str(info["split"])
     return EpisodeTrace(
         episode_id=episode_id,
         env_id=env_id,
         domain=domain,
         backend=backend,
         task_id=str(info.get("task_id", task_id)),
+        split=str(info.get("split") or ""),
         category=str(info.get("category", "general")),
         seed=seed,
         instruction=str(info.get("instruction", "")),
@@ -218,7 +215,7 @@ def new_trace(observation: str, info: Mapping[str, Any], *, episode_id: str, env
         optimal_steps=int(info.get("optimal_steps") or 1),
         max_steps=_int_or_none(info.get("step_limit", info.get("max_steps"))),
         started_at=time.time(),
-        metadata=metadata,
+        metadata=dict(metadata or {}),
     )
 
 

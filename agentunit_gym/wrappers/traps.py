@@ -315,13 +315,14 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, WrappedResetInfo]:
+        given = options is not None  # a reset with options (even only a trap) is the caller's, not an autoreset
         options = dict(options or {})
         forced = "trap" in options
         wanted = options.pop("trap", None)
         if seed is not None:
             # Keyed on the wrapper's seed and the episode's: same seeds, same traps.
             self._rng = np.random.default_rng([self.seed if self.seed is not None else 0, seed])
-        observation, raw = self.env.reset(seed=seed, options=options or None)
+        observation, raw = self.env.reset(seed=seed, options=options if given else None)
         info = reset_info(raw)
         base = agent_env(self.env)
         self._active = None

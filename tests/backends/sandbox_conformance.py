@@ -24,15 +24,13 @@ from typing import Any
 import pytest
 
 from agentunit_gym.backends.sandbox.base import Sandbox
+from tests.conftest import skip_without_cgroup
 
 SANDBOX_KINDS = [
     pytest.param("local", id="local"),
     pytest.param("local-unshare", id="local-unshare"),
     pytest.param("docker", id="docker", marks=pytest.mark.docker),
 ]
-
-# Seconds a timed-out command may take beyond its timeout (killing it, restoring the shell).
-KILL_SLACK_S = 4.0
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 """This project's checkout: the sandbox must not see it either."""
@@ -308,17 +306,19 @@ class SandboxConformance:
         assert sandbox.run("print('ok')", language="python").output == "ok\n"
 
     # ---------------------------------------------------------------- timeouts
+    # The commands here never end by themselves, so a result that says timed out is one the
+    # timeout ended; how long killing and getting the shell back takes is measured by
+    # benchmarks/bench_timeouts.py, not bounded here (a loaded machine makes it slow, not wrong).
 
     @pytest.mark.parametrize("command", ["sleep 1000", "yes > /dev/null", "while true; do sleep 0.1; done"])
     def test_timeout_kills_command_and_keeps_shell(self, sandbox: Sandbox, command: str) -> None:
         sandbox.shell("cd /tmp && export KEEP=kept")
         started = time.monotonic()
         result = sandbox.shell(command, timeout=1.0)
-        elapsed = time.monotonic() - started
         assert result.timed_out and result.exit_code is None and not result.ok
-        assert 1.0 <= elapsed < 1.0 + KILL_SLACK_S
+        assert time.monotonic() - started >= 1.0  # not before its timeout
         assert sandbox.shell("echo usable").output == "usable\n"
-        assert count_procs(sandbox, "yes") == 0
+        assert count_procs(sandbox, "yes") == 0 and count_procs(sandbox, "sleep") == 0  # killed, not left running
 
     def test_timeout_keeps_output_so_far(self, sandbox: Sandbox) -> None:
         result = sandbox.shell("echo before; sleep 1000", timeout=1.0)
@@ -331,25 +331,21 @@ class SandboxConformance:
         assert sandbox.shell('pwd; echo "$KEEP"').output == "/tmp\nkept\n"
 
     def test_run_timeout(self, sandbox: Sandbox) -> None:
-        started = time.monotonic()
         result = sandbox.run("echo started; sleep 1000", timeout=1.0)
         assert result.timed_out and result.exit_code is None
         assert result.output.startswith("started")
-        assert time.monotonic() - started < 1.0 + KILL_SLACK_S
         assert sandbox.run("echo fine").output == "fine\n"
+        assert count_procs(sandbox, "sleep") == 0
 
     def test_stdin_does_not_hang(self, sandbox: Sandbox) -> None:
         # A command reading stdin gets end-of-file or is timed out: either way we get control back.
         for command in ("cat", "read -r line; echo \"got[$line]\"", "python3 -c 'import sys; sys.stdin.read()'"):
-            started = time.monotonic()
             result = sandbox.shell(command, timeout=2.0)
-            assert time.monotonic() - started < 2.0 + KILL_SLACK_S, command
-            assert result.timed_out or result.exit_code is not None
+            assert result.timed_out or result.exit_code is not None, command
         # Whatever we send next is a command, not input swallowed by a reader.
         assert sandbox.shell("echo after-stdin").output == "after-stdin\n"
-        started = time.monotonic()
         result = sandbox.run("cat", timeout=2.0)
-        assert time.monotonic() - started < 2.0 + KILL_SLACK_S
+        assert result.timed_out or result.exit_code is not None
 
     # ---------------------------------------------------------------- persistence in the shell
 
@@ -662,10 +658,8 @@ class SandboxConformance:
         sandbox.shell("export OUTER=kept")
         assert sandbox.shell("sh", timeout=10).exit_code == 0
         sandbox.shell("cd /tmp; INNER=1")
-        started = time.monotonic()
         result = sandbox.shell(command, timeout=1.0)
         assert result.timed_out and result.exit_code is None
-        assert time.monotonic() - started < 1.0 + KILL_SLACK_S
         assert sandbox.shell('echo "$0 $INNER"; pwd').output == "sh 1\n/tmp\n"
         assert sandbox.shell("exit").exit_code == 0
         assert sandbox.shell('echo "$0 [${INNER-}] $OUTER"').output.endswith(" [] kept\n")
@@ -690,10 +684,10 @@ class SandboxConformance:
         sandbox.run("useradd -m -s /bin/bash jack")
         sandbox.shell("cd /tmp; export OUTER=kept")
         if not sandbox.multi_user:
-            # One uid is mapped (a local sandbox not started by root): su fails at once, and says why.
-            started = time.monotonic()
+            # One uid is mapped (a local sandbox not started by root): su fails (exits 1, no
+            # timeout: it does not wait for a password), and says why.
             result = sandbox.shell("su - jack", timeout=10)
-            assert result.exit_code == 1 and time.monotonic() - started < 5
+            assert result.exit_code == 1 and not result.timed_out
             assert "switching users needs the docker sandbox" in result.output
             assert sandbox.shell("whoami").output == "root\n"
             return
@@ -729,7 +723,7 @@ class SandboxConformance:
         limited_instance.reset()
         off = limited_instance.limits_off
         if off:  # a local sandbox on a host that gives it no cgroup or no tmpfs mount (not root)
-            pytest.skip(f"limits off on this host: {off}")
+            skip_without_cgroup(f"limits off on this host: {off}")
         return limited_instance
 
     @pytest.mark.slow
@@ -831,7 +825,7 @@ class SandboxConformance:
         sandbox = throttled_instance
         sandbox.reset()
         if sandbox.limits_off:
-            pytest.skip(f"limits off on this host: {sandbox.limits_off}")
+            skip_without_cgroup(f"limits off on this host: {sandbox.limits_off}")
         # Four processes, then one more every 10 ms of CPU: at cpus=0.1, one every CFS period
         # (100 ms), the box held still in between and for the interpreter's start.
         result = sandbox.shell(SLOW_SPAWNER)

@@ -110,9 +110,8 @@ def test_timeout_kills_the_command_and_keeps_the_shell(sb: DockerSandbox, comman
     sb.shell("cd /opt; export KEEP=kept; sleep 500 &")
     started = time.monotonic()
     result = sb.shell(command, timeout=1.0)
-    elapsed = time.monotonic() - started
     assert result.timed_out and result.exit_code is None and not result.ok
-    assert 1.0 <= elapsed < 6.0
+    assert time.monotonic() - started >= 1.0  # not before its timeout (how long after: bench_timeouts.py)
     after = sb.shell("pwd; echo $KEEP; jobs | grep -c 'sleep 500'; pgrep -c -x yes || true; pgrep -x cat || true")
     assert after.output == "/opt\nkept\n1\n0\n", after.output
 
@@ -187,10 +186,8 @@ def test_run_is_root_outside_the_shell_with_args_and_deadline(sb: DockerSandbox)
     assert result.output == "a b|c|root|unset|data\n" and result.exit_code == 3
     py = sb.run("import sys, os; print(sys.argv[1:], os.getcwd())", language="python", args=("x", "y"))
     assert py.output == "['x', 'y'] /root\n" and py.ok
-    started = time.monotonic()
     slow = sb.run("echo begin; sleep 100", timeout=1.0)
-    assert slow.timed_out and slow.exit_code is None and slow.output == "begin\n"
-    assert time.monotonic() - started < 5
+    assert slow.timed_out and slow.exit_code is None and slow.output == "begin\n"  # the timeout, not its end
     assert sb.run("sleep 300 & echo bg").output == "bg\n"  # a background child does not hold run() up
     with pytest.raises(ConfigError):
         sb.run("x", language="perl")  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ from agentunit_gym.backends.sandbox.limits import (
 from agentunit_gym.backends.sandbox.local import LocalSandbox, box_tmpfs, cgroup
 from agentunit_gym.backends.sandbox.local.hostfs import _rmtree
 from agentunit_gym.errors import ConfigError
+from tests.conftest import skip_without_cgroup
 
 # ------------------------------------------------------------------ parsing (pure)
 
@@ -97,7 +98,7 @@ def test_the_memory_note_is_one_line_after_the_output_and_only_after_137() -> No
 def test_a_local_box_gets_its_limits_written_in_its_cgroup() -> None:
     with LocalSandbox(memory="96m", disk="32m", cpus=0.25, pids_limit=100, warm_spare=False) as sb:
         if sb.limits_off:
-            pytest.skip(f"limits off on this host: {sb.limits_off}")
+            skip_without_cgroup(f"limits off on this host: {sb.limits_off}")
         info = sb.box_info()  # the files the kernel enforces: checked once here, from the host
         assert info is not None and set(info.cgroup_dirs) == {"memory", "cpu", "pids"}
         dirs = info.cgroup_dirs
@@ -159,7 +160,7 @@ def test_with_every_limit_the_env_reports_none_off() -> None:
         _, info = env.reset(seed=0)
         sandbox = env.unwrapped.sandbox  # type: ignore[attr-defined]
         if sandbox.limits_off:
-            pytest.skip(f"limits off on this host: {sandbox.limits_off}")
+            skip_without_cgroup(f"limits off on this host: {sandbox.limits_off}")
         assert info["backend_limits_off"] == ""
         assert sandbox.limits == Limits(memory=256 << 20, cpus=1.0, pids=512, disk=64 << 20)
     finally:

@@ -23,6 +23,7 @@ from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS, Spa
 from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.images.os.shell_protocol import EXITED_NOTE
 from tests.backends.test_local_sandbox import no_cgroup_here
+from tests.waiting import wait_until
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 
@@ -189,7 +190,7 @@ def test_a_spawner_that_says_forking_and_then_nothing_is_taken_as_stalled(says: 
         with pytest.raises(subprocess.TimeoutExpired):
             spawner.run(["true"], agent_init=os.getpid(), cwd="/", env={}, oom_score_adj=None, nproc=None,
                         deadline=started + 0.5)
-        assert 0.5 <= time.monotonic() - started < 5
+        assert time.monotonic() - started >= 0.5  # not before its deadline
         thread.join(timeout=5)
         assert spawner.stalled is bool(says)
         spawner.close()
@@ -219,10 +220,8 @@ def test_when_the_spawner_is_killed_one_offs_go_through_the_exec_chain(pair: tup
 def test_a_timed_out_one_off_is_killed_with_its_group(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
     for sb in pair:
         sb.shell("true")
-        started = time.monotonic()
         result = sb.run("sleep 300 & sleep 301", timeout=0.5)
         assert result.timed_out and result.exit_code is None, result
-        assert time.monotonic() - started < 5
         left = sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
         assert "sleep 30" not in left, left
 
@@ -233,12 +232,10 @@ def test_the_agent_cannot_stall_the_spawner_through_the_files_it_owns(pair: tupl
     sb = pair[0]
     pid = _spawner_pid(sb)
     sb.shell("rm -f /etc/localtime && mkfifo /etc/localtime; mkfifo /tmp/fifo; cd /tmp")
-    started = time.monotonic()
-    assert sb.run("echo checked", timeout=5).output == "checked\n"
-    assert time.monotonic() - started < 2
+    assert sb.run("echo checked", timeout=30).output == "checked\n"
     sb.reset()
-    assert sb.run("echo next", timeout=5).output == "next\n"
-    assert _spawner_pid(sb) == pid
+    assert sb.run("echo next", timeout=30).output == "next\n"
+    assert _spawner_pid(sb) == pid  # the same spawner: a stalled one is killed and replaced at the reset
 
 
 def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
@@ -246,18 +243,20 @@ def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[Lo
     sb.shell("true")
     pid = _spawner_pid(sb)
     results: list[ExecResult] = []
-    long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 3", timeout=10)))
+    # A one-off that never ends by itself: only noticing the spawner's death ends it, and a
+    # second one-off queued behind it would time out.
+    long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 7304", timeout=60)))
     long_one.start()
-    time.sleep(0.3)
+    assert _commands_of(pid, "sleep", deadline_s=30), "the one-off did not start under the spawner"
     os.kill(pid, signal.SIGKILL)
-    started = time.monotonic()
-    result = sb.run("echo second", timeout=5)
-    assert (result.exit_code, result.output) == (0, "second\n"), result
-    assert time.monotonic() - started < 2  # through the chain, not after the long one ended
+    result = sb.run("echo second", timeout=30)
+    assert (result.exit_code, result.output) == (0, "second\n"), result  # through the chain
     # The one it ran is followed by no one now: the host killed it, and says so.
-    long_one.join(timeout=2)
-    assert results and results[0].exit_code == -9, results  # as run() reports a kill
-    assert "sleep 3" not in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+    long_one.join(timeout=60)
+    assert results and results[0].exit_code == -9, results  # as run() reports a kill, not a timeout
+    # And it is gone (a sleep that ended by itself hid a command that outlived its -9 here).
+    wait_until(lambda: "sleep 7304" not in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output,
+               30, "the one-off reported killed to be gone from the box")
 
 
 def _commands_of(spawner: int, comm: str, deadline_s: float = 5.0) -> list[int]:
@@ -317,9 +316,8 @@ def test_a_command_held_by_a_tracer_after_its_end_stalls_no_other_one_off(
                     libc.ptrace(ctypes.c_long(7), target, None, ctypes.c_void_p(os.WSTOPSIG(status)))  # PTRACE_CONT
             time.sleep(0.005)
         assert state == "Z", state
-        started = time.monotonic()
-        assert sb.run("echo second", timeout=5).output == "second\n"
-        assert time.monotonic() - started < 2
+        # Answered while the first is still held (a spawner waiting for it would time out here).
+        assert sb.run("echo second", timeout=30).output == "second\n"
         assert _spawner_pid(sb) is not None and not results
     finally:
         os.waitpid(target, _WALL)  # reaped by us as its tracer: handed back to its parent
@@ -350,7 +348,9 @@ def test_an_end_and_a_give_up_seen_together_leave_the_spawner_running(pair: tupl
         assert outcome, "run() did not return"
     finally:
         os.kill(spawner, signal.SIGCONT)
-    time.sleep(0.3)
+    # The batch handled: the ended command reaped (no zombie named sleep under the spawner), in
+    # the same pass as the closed channel; the next one-off is answered after that pass.
+    wait_until(lambda: not _commands_of(spawner, "sleep", deadline_s=0), 30, "the spawner to reap the command")
     assert sb.run("echo after").output == "after\n"
     assert _spawner_pid(sb) == spawner  # the same spawner: it did not die on the batch
 

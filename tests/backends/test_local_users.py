@@ -15,6 +15,7 @@ from agentunit_gym.backends.sandbox import usermap
 from agentunit_gym.backends.sandbox.local import ROOT_CALLER_UID, USER_SWITCH_NOTE, LocalSandbox, cgroup
 from agentunit_gym.errors import BackendError
 from tests.backends.test_local_sandbox import no_cgroup_here
+from tests.conftest import skip_without_cgroup
 
 MECHANISMS = [pytest.param("bwrap", id="bwrap"), pytest.param("unshare", id="unshare")]
 HOST_RANGE = range(usermap.BASE, usermap.BASE + usermap.COUNT)
@@ -35,7 +36,13 @@ def many_users_unavailable() -> str | None:
     return None
 
 
-many_users = pytest.mark.skipif(many_users_unavailable() is not None, reason=str(many_users_unavailable()))
+@pytest.fixture
+def need_many_users() -> None:
+    if (reason := many_users_unavailable()) is not None:
+        skip_without_cgroup(reason)
+
+
+many_users = pytest.mark.usefixtures("need_many_users")
 
 
 # ------------------------------------------------------------------ the decision
@@ -134,7 +141,7 @@ def test_the_prediction_before_start_holds() -> None:
 def users_box(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
     reason = many_users_unavailable()
     if reason is not None:
-        pytest.skip(reason)
+        skip_without_cgroup(reason)
     sb = LocalSandbox(isolation=request.param)
     sb.start()
     assert sb.mechanism == request.param and sb.multi_user
@@ -165,8 +172,8 @@ def test_su_and_runuser_switch_users(box: LocalSandbox) -> None:
 
 def test_su_nests_until_exit(box: LocalSandbox) -> None:
     box.shell("cd /tmp; export OUTER=kept")
-    started = time.monotonic()
-    assert (box.shell("su - jack", timeout=10).output, time.monotonic() - started < 5) == ("", True)
+    entered = box.shell("su - jack", timeout=10)
+    assert (entered.output, entered.timed_out) == ("", False)  # entered at once: the shell is jack's
     assert box.shell('whoami; echo "$0"; pwd').output == "jack\n-bash\n/home/jack\n"
     assert box.shell("exit").exit_code == 0
     assert box.shell('whoami; pwd; echo "$OUTER"').output == "root\n/tmp\nkept\n"
@@ -265,10 +272,8 @@ def test_an_unmapped_namespace_never_starts(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(usermap, "write_maps", lambda pid, *a: None)
     for mechanism in ("unshare", "bwrap"):
         sb = LocalSandbox(isolation=mechanism, warm_spare=False)
-        started = time.monotonic()
         with pytest.raises(BackendError, match="did not start"):
             sb.start()
-        assert time.monotonic() - started < 15
         sb.close()
 
 
@@ -290,17 +295,17 @@ def test_a_fork_bomb_as_jack_is_contained(box: LocalSandbox) -> None:
     box.shell("sleep 300 &")
     bomb = box.shell("su jack -c ':(){ :|:& };:'", timeout=5)
     assert "processes this command left running were killed" in bomb.output
+    # Nothing of jack's is left to bog the box down, and it answers.
+    assert box.shell("pgrep -c -u jack || true").output == "0\n"
     for _ in range(3):
-        started = time.monotonic()
-        assert box.shell("echo ok", timeout=5).output == "ok\n" and time.monotonic() - started < 2
+        assert box.shell("echo ok", timeout=5).output == "ok\n"
     assert box.shell("jobs | grep -c 'sleep 300'").output == "1\n"
 
 
 def test_a_timeout_inside_su_keeps_jacks_shell(box: LocalSandbox) -> None:
     assert box.shell("su - jack", timeout=10).exit_code == 0
-    started = time.monotonic()
     hung = box.shell("sleep 1000", timeout=1)
-    assert hung.timed_out and time.monotonic() - started < 1 + 4
+    assert hung.timed_out
     assert box.shell("whoami").output == "jack\n"
     assert box.shell("exit").exit_code == 0 and box.shell("whoami").output == "root\n"
 

@@ -280,9 +280,9 @@ def test_the_agent_cannot_lift_the_time_limit(mysql: MySQLBackend, lift: list[st
         for sql in lift:
             db.execute(sql, timeout=1.0)  # some servers refuse a SET in a function or trigger: fine
         result = db.execute("SELECT SLEEP(3)", timeout=1.0)
-        # Ended by the server's own limit (error 1969), not by the watchdog half a second later.
+        # Ended by the server's own limit (error 1969), not by the watchdog half a second later
+        # (its KILL QUERY ends a statement with error 1317): the errno says which, no clock needed.
         assert result.timed_out and result.extra.get("errno") == 1969, result
-        assert result.duration_s < 1.4
     finally:
         db.close()
 

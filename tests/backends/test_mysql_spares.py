@@ -22,6 +22,7 @@ from agentunit_gym.backends.sql.mysql.episode import needs_commit
 from agentunit_gym.backends.sql.mysql.statement import Killer
 from agentunit_gym.errors import BackendTimeoutError, ConfigError
 from tests.backends.external_mysql import tcp_mariadb
+from tests.waiting import wait_until
 
 T = TableData("t", (Column("a"), Column("b")), (("1", "x"), ("2", None)))
 
@@ -88,9 +89,10 @@ def test_a_spare_made_too_late_is_dropped_too(dsn_server: str, monkeypatch: pyte
     # The caller stops waiting for the spare at once and makes its own account; the spare,
     # made later, must not stay on the server.
     slow = spares_module.create_account
+    made_late = threading.Event()  # set once every episode has made its own account
 
     def slow_create(*args: Any, **kwargs: Any) -> spares_module.Account:
-        time.sleep(0.3)
+        assert made_late.wait(60), "the episodes did not end"
         return slow(*args, **kwargs)
 
     monkeypatch.setattr(spares_module, "SPARE_WAIT_S", 0.0)
@@ -103,6 +105,7 @@ def test_a_spare_made_too_late_is_dropped_too(dsn_server: str, monkeypatch: pyte
             assert db.execute("SELECT COUNT(*) FROM t").rows == ((2,),)
             db.close()
     finally:
+        made_late.set()
         backend.close()
     assert _server_state(dsn_server) == before
 
@@ -207,13 +210,11 @@ def killer(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Killer, list[int]]
 def test_an_overrun_statement_is_killed_at_its_deadline(killer: tuple[Killer, list[int]]) -> None:
     watchdogs, killed = killer
     start = time.monotonic()
-    late = watchdogs.arm(7, 5.0)
+    late = watchdogs.arm(7, 600.0)
     early = watchdogs.arm(8, 0.05)  # earlier than the thread's wake-up: it must be woken
-    deadline = time.monotonic() + 5.0
-    while not killed and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: killed, 30, "the early statement to be killed")
     assert killed == [8] and early.fired and not late.fired
-    assert 0.05 <= time.monotonic() - start < 2.0
+    assert time.monotonic() - start >= 0.05  # not before its deadline
     early.disarm()
     late.disarm()
 
@@ -226,8 +227,10 @@ def test_a_disarmed_statement_is_never_killed_and_no_thread_is_made_per_statemen
     for i in range(200):
         watchdogs.arm(i, 0.1).disarm()
     assert threading.active_count() == threads
-    time.sleep(0.3)
-    assert killed == []
+    # A statement due after all of them: once it is killed, their deadlines have passed too.
+    after = watchdogs.arm(1000, 0.2)
+    wait_until(lambda: killed, 30, "the statement due after the disarmed ones to be killed")
+    assert killed == [1000] and after.fired
 
 
 def test_closing_the_killer_stops_its_thread(killer: tuple[Killer, list[int]]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import time
 from pathlib import Path
 
 from agentunit_gym.eval.fake_server import FakeChatServer
@@ -22,11 +21,10 @@ def closed_port() -> int:
 
 def test_a_closed_port_fails_before_the_first_episode(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    started = time.monotonic()
     done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "3", "--agent", "openai:some-model",
                "--base-url", url, cwd=tmp_path)
     assert done.returncode != 0
-    assert time.monotonic() - started < 30  # not ~21 s of retries per episode
+    # One line from the probe before the first episode, not one failure per episode after retries.
     (line,) = done.stderr.strip().splitlines()
     assert url in line and "does not answer" in line and "Connection refused" in line and "--base-url" in line
     assert not (tmp_path / "results").exists()

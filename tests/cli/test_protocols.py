@@ -114,3 +114,15 @@ def test_agentbench_fc_answers_a_reply_without_a_tool_call_and_goes_on(tmp_path:
     first = trace["steps"][0]
     assert first["action_error"]["issue"] == "no_call" and first["action"] is None
     assert first["execution"] == {} and first["usage"]["finish_reason"] == "stop"
+
+
+def test_the_oracle_writes_tool_calls_where_only_tool_calls_are_actions(tmp_path: Path) -> None:
+    # Under agentbench-fc, and with the env option action_format=tools, the oracle's steps are
+    # JSON calls (it used to write ReAct text there, answered "No executable tool calls found").
+    for name, options in (("fc", ["--protocol", "agentbench-fc"]), ("option", ["--env-option", "action_format=tools"])):
+        out = tmp_path / name
+        done = cli("eval", "--env", "DB-v0", "--backend", "sqlite", "-n", "3", "--agent", "oracle", *options,
+                   "--quiet", "--output", str(out), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        records = read_records(out / "episodes.jsonl")
+        assert len(records) == 3 and all(r.finish_reason == "complete" and r.reward == 1.0 for r in records), name

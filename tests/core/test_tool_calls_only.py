@@ -5,6 +5,7 @@ Every registered domain, on its embedded backend."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -77,11 +78,14 @@ def test_json_in_the_message_content_is_not_a_tool_call() -> None:
         assert info["step"] == 2  # the reply without a call took a turn, as AgentBench FC's round loop does
 
 
-def test_without_grammar_closes_up_and_refuses_a_paraphrase() -> None:
+def test_without_grammar_closes_up_and_refuses_a_partial_copy() -> None:
     assert without_grammar("Intro.\n\nGRAMMAR\nmore\n\nTask: x", "GRAMMAR\nmore") == "Intro.\n\nTask: x"
     assert without_grammar("GRAMMAR\n\nTask: x", "GRAMMAR") == "Task: x"
+    # A prompt that never states the grammar (a third-party env leaving it to the system message) is kept.
+    assert without_grammar("Task: Say 42.", "Act: echo(<text>) or Act: answer(<text>)") == "Task: Say 42."
+    # One that states a line of it but not all of it verbatim cannot be cleaned: refused.
     with pytest.raises(ConfigError, match="verbatim"):
-        without_grammar("Intro. Reply like so.", "GRAMMAR")
+        without_grammar("Intro.\nReply with Act: bash\n\nTask: x", "Reply with Act: bash\nor Act: answer(X)")
 
 
 def test_a_batch_of_copies_in_tool_calls_only_mode_takes_calls_and_answers_garbage() -> None:
@@ -105,3 +109,37 @@ def test_a_batch_of_copies_in_tool_calls_only_mode_takes_calls_and_answers_garba
         assert info["step"].tolist() == [2, 2, 2, 2]
     finally:
         envs.close()
+
+
+def test_gym_make_takes_the_action_format_and_refuses_an_unknown_one() -> None:
+    with _env("db") as text_env, gym.make("AgentUnit/DB-v0", backend="sqlite", action_format="tools") as tools_env:
+        assert (agent_env(text_env).action_format, agent_env(tools_env).action_format) == ("text", "tools")
+        assert agent_env(tools_env).tool_calls_only
+        # The oracle writes the env's format unless told otherwise.
+        tools_env.reset(seed=0)
+        step = agent_env(tools_env).task.reference_solution[0]  # type: ignore[union-attr]
+        assert json.loads(agent_env(tools_env).render_action(step))["name"] == step.tool
+        assert agent_env(tools_env).render_action(step, "react").startswith("Action: Operation")
+        text_env.reset(seed=0)
+        assert agent_env(text_env).render_action(step).startswith("Action: Operation")
+    with pytest.raises(ConfigError, match="action_format must be 'text' or 'tools', got 'json'"):
+        gym.make("AgentUnit/DB-v0", backend="sqlite", action_format="json")
+
+
+def test_under_the_terminate_policy_only_a_reply_without_a_call_goes_on() -> None:
+    with gym.make("AgentUnit/DB-v0", backend="sqlite", action_format="tools", invalid_action="terminate") as env:
+        env.reset(seed=0)
+        _, _, terminated, _, info = env.step("SELECT 1;")
+        assert (info["action_error"]["issue"], terminated) == ("no_call", False)
+        _, _, terminated, _, info = env.step('{"name": "drop_table", "arguments": {}}')
+        assert (info["action_error"]["issue"], terminated) == ("unknown_tool", True)
+        assert info["finish_reason"] == "invalid_action"
+
+
+def test_the_example_in_docs_core_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "core.md").read_text(encoding="utf-8")
+    section = doc.split("## Tool-calls-only mode\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
+    exec(compile(block, "docs/core.md (Tool-calls-only mode)", "exec"), {"__name__": "docs_core"})
+    expected = [line.split("  # ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
+    assert capsys.readouterr().out.splitlines() == expected

@@ -337,6 +337,18 @@ def test_prompt_states_the_task_and_the_grammar(domain_case: DomainCase, plain: 
     assert len(example_turns(info, "react")) == 2 * len(prompt.example)
 
 
+def test_reset_info_names_the_split_and_the_backend(domain_case: DomainCase, plain: gym.Env[str, str]) -> None:
+    base = _base(plain)
+    one_per_split = {t.split: t for t in sorted(base.tasks, key=lambda t: t.id)}
+    assert set(one_per_split) == {"train", "test"}  # every bundled task has its split
+    for split, task in one_per_split.items():
+        _, info = plain.reset(seed=0, options={"task_id": task.id})
+        assert (info["task_id"], info["split"]) == (task.id, split)
+        assert info["backend"] == base.backend_name == domain_case.domain.embedded_backend.name
+    unsplit = one_per_split["train"].model_copy(update={"split": None})  # a task file without splits
+    assert plain.reset(seed=0, options={"task": unsplit})[1]["split"] == ""
+
+
 def test_worked_example_fits_the_env(domain_case: DomainCase, plain: gym.Env[str, str]) -> None:
     """Each example step is the domain's grammar (its ReAct reply is no format error) and a
     call of a tool the env has, with arguments its schema accepts."""

@@ -7,6 +7,7 @@ stand-in text.
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -147,7 +148,7 @@ def test_eval_sends_the_checkout_opening_and_says_where_the_prompts_came_from(
     config = json.loads((tmp_path / "ab" / "config.json").read_text())
     assert config["agentbench_root"] == str(CHECKOUT)
     report = (tmp_path / "ab" / "report.html").read_text()
-    assert f"prompts: AgentBench&#x27;s, read from the checkout {CHECKOUT}" in report
+    assert f"prompts: AgentBench's, read from the checkout {CHECKOUT}" in html.unescape(report)
     # The export rebuilds the conversation the model saw, the checkout's opening included.
     from agentunit_gym.eval.export import export_run
 

@@ -76,6 +76,9 @@ def test_rollouts_example_writes_one_row_per_episode(tmp_path: Path) -> None:
     assert table.num_rows == 40 and table.column_names == list(TRAJECTORY_COLUMNS)
     rows = table.to_pylist()
     assert len({r["seed"] for r in rows}) == 40  # one seed per episode, each replays its episode
+    assert {r["backend"] for r in rows} == {"sqlite"} and {r["split"] for r in rows} <= {"train", "test"}
+    assert {r["reward_model"]["style"] for r in rows} <= {"rule", "env"}
+    assert all(r["reward_model"]["ground_truth"] for r in rows if r["reward_model"]["style"] == "rule")
     for row in rows:
         messages = [{k: v for k, v in m.items() if v is not None or k == "content"} for m in row["messages"]]
         _check_conversation(messages)

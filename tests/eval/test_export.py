@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from agentunit_gym.core.registry import get_domain
 from agentunit_gym.errors import ConfigError, MissingDependencyError
 from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.evaluate import evaluate
@@ -41,12 +42,17 @@ def test_rows_hold_the_conversation_rewards_and_ids_of_every_episode(tmp_path: P
         record, trace = records[row["extra_info"]["episode"]]
         assert trace is not None
         assert (row["task_id"], row["env_id"], row["seed"]) == (record.task_id, "AgentUnit/DB-v0", record.seed)
-        assert row["split"] == "" and row["extra_info"]["index"] == index
+        # The bundled tasks' splits, from the reset info through the trace and the record.
+        assert row["split"] == record.split == trace.split != "" and row["extra_info"]["index"] == index
+        assert row["backend"] == record.backend == trace.backend == "sqlite"
         assert row["rewards"] == [s.reward for s in trace.steps] and row["reward"] == record.reward
         assert row["finish_reason"] == record.finish_reason and row["steps"] == len(trace.steps)
         assert json.loads(row["score"])["components"] == trace.score.components  # type: ignore[union-attr]
         assert row["reward_spec"] == {"method": "env", "ground_truth": record.task_id}
-        assert row["reward_model"] == {"style": "env", "ground_truth": record.task_id}
+        task = next(t for t in get_domain("db").bundled_tasks() if t.id == record.task_id)
+        gold = {"style": "rule", "ground_truth": json.dumps(list(task.answer))} if task.answer is not None else \
+            {"style": "env", "ground_truth": ""}
+        assert row["reward_model"] == gold
         assert row["data_source"] == row["env_class"] == "AgentUnit/DB-v0"
         assert json.loads(row["tools"]) == trace.tools and trace.tools
         # The random agent sends JSON tool calls: tools style, one tool result per call.
@@ -164,16 +170,16 @@ def test_cli_exports_and_warns_about_truncation(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no episodes.jsonl" in missing.stderr
 
 
-def test_a_tasks_split_reaches_the_row() -> None:
-    from agentunit_gym.eval.export import _split_of
+def test_the_trace_keeps_the_resets_split() -> None:
     from agentunit_gym.wrappers.trace import new_trace
 
     def trace(info: dict[str, Any]) -> Any:
         return new_trace("Task", info, episode_id="e", env_id="AgentUnit/DB-v0", domain="db", backend="sqlite",
                          task_id="t", seed=0, max_chars=None)
 
-    assert _split_of(trace({"split": "train"})) == "train"
-    assert _split_of(trace({})) == ""  # tasks without splits yet
+    assert trace({"split": "train"}).split == "train" and trace({"split": "dev"}).split == "dev"
+    assert trace({"split": ""}).split == "" and trace({}).split == ""  # a task file without splits
+    assert "split" not in trace({"split": "train"}).metadata  # a field of its own, not metadata
 
 
 def test_cli_full_text_run_exports_without_a_warning(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +37,7 @@ def test_an_upstream_that_is_down_is_a_502_the_client_retries_then_gives_up() ->
         port = s.getsockname()[1]
     with RecordingProxy(f"http://127.0.0.1:{port}", timeout_s=2.0) as proxy:
         client = ModelClient(OpenAIConfig(model="m", base_url=proxy.base_url, backoff_s=0.01, max_retries=1))
-        started = time.monotonic()
         with pytest.raises(EndpointUnavailableError, match="HTTP 502"):
             client.complete_sync([{"role": "user", "content": "hi"}])
-        assert time.monotonic() - started < 5
     assert [e["status"] for e in proxy.exchanges] == [502, 502]
     assert "did not answer" in proxy.exchanges[0]["response"]["error"]["message"]

@@ -45,12 +45,10 @@ def _free_port() -> int:
 def test_429_retry_after_pauses_every_caller_of_the_endpoint(call: Call) -> None:
     with FakeChatServer(_ok, failures=[429], retry_after="1") as server:
         client = ModelClient(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.001))
-        started = time.monotonic()
         assert call(client).text == "ok"
         assert server.statuses == [429, 200]
         # The backoff alone (at most 1 ms) would retry at once: the Retry-After held it.
         assert server.arrivals[1] - server.arrivals[0] >= 0.95
-        assert time.monotonic() - started < 5
         # The pause is the endpoint's: another caller that starts now still waits at the gate.
         server.failures.append(429)
         other = ModelClient(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.001))
@@ -82,11 +80,9 @@ def test_5xx_past_the_retries_is_an_endpoint_failure_naming_the_last_status(call
 def test_a_refused_connection_is_retried_then_an_endpoint_failure(call: Call) -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
     client = ModelClient(OpenAIConfig(model="m", base_url=url, backoff_s=0.01, max_retries=2))
-    started = time.monotonic()
     with pytest.raises(EndpointUnavailableError, match=r"after 3 attempts .*APIConnectionError") as caught:
         call(client)
     assert caught.value.config.base_url == url  # the evaluator probes this endpoint next
-    assert time.monotonic() - started < 5
 
 
 @PATHS
@@ -99,10 +95,13 @@ def test_a_timeout_is_retried_and_the_turn_deadline_bounds_every_attempt(call: C
         # Many retries, but one deadline for the turn: it stops there, not after 20 timeouts.
         bounded = ModelClient(OpenAIConfig(model="m", base_url=server.base_url, backoff_s=0.01, max_retries=20,
                                            request_timeout_s=0.3, turn_deadline_s=1.0))
+        attempts_before = len(server.arrivals)
         started = time.monotonic()
         with pytest.raises(EndpointUnavailableError, match="within 1 s"):
             call(bounded)
-        assert 0.9 <= time.monotonic() - started < 2.0
+        assert time.monotonic() - started >= 0.9  # not before the deadline
+        # Each attempt lasts its 0.3 s timeout at least: the deadline allows four, not 21.
+        assert 1 <= len(server.arrivals) - attempts_before <= 4
 
 
 @PATHS

@@ -123,3 +123,37 @@ def test_the_training_docs_skyrl_example_runs() -> None:
     exec(compile(code.group(1), "docs/training.md", "exec"), scope)
     assert (scope["out"]["reward"], scope["out"]["done"]) == (1.0, True)
     assert scope["env"].get_metrics()["score/exact_match"] == 1.0
+
+
+def test_a_backend_failure_raises_typed_and_closes_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dead backend is never a reward: step raises it (SkyRL's batch fails visibly) and frees the env."""
+    from agentunit_gym.core.env import AgentEnv
+    from agentunit_gym.errors import BackendError
+
+    task_id, replies = _oracle(*CASES[0])
+    env = skyrl_gym.make("agentunit-db-v0", env_config={"backend": "sqlite"}, extras={"task_id": task_id})
+    env.init([])
+    closed: list[bool] = []
+    monkeypatch.setattr(AgentEnv, "close", lambda self: closed.append(True))
+
+    def dead(self: AgentEnv[Any], action: str) -> Any:
+        raise BackendError("the database connection dropped")
+
+    monkeypatch.setattr(AgentEnv, "step", dead)
+    with pytest.raises(BackendError, match="connection dropped"):
+        env.step(replies[0])
+    assert closed == [True] and env.get_metrics() == {}  # freed; no reward, no score to log
+    with pytest.raises(EpisodeStateError, match="after close"):
+        env.step(replies[0])
+    monkeypatch.undo()
+
+    env = skyrl_gym.make("agentunit-db-v0", env_config={"backend": "sqlite"}, extras={"task_id": task_id})
+
+    def unreachable(self: AgentEnv[Any], **kwargs: Any) -> Any:
+        raise BackendError("the database server went away")
+
+    monkeypatch.setattr(AgentEnv, "reset", unreachable)
+    with pytest.raises(BackendError, match="went away"):
+        env.init([])
+    with pytest.raises(EpisodeStateError, match="after close"):
+        env.init([])

@@ -64,3 +64,26 @@ def test_a_cycle_does_not_recurse_forever() -> None:
     loop.append(loop)
     out = to_jsonable(loop)
     json.dumps(out)
+
+
+class Scored(BaseModel):
+    score: float
+
+
+def test_nan_becomes_none_wherever_it_sits() -> None:
+    value = {"model": Scored(score=float("nan")), "array": np.array([1.0, np.nan, -np.inf]),
+             "scalar": np.float64("inf"), "list": [float("-inf")]}
+    assert to_jsonable(value) == {"model": {"score": None}, "array": [1.0, None, None], "scalar": None,
+                                  "list": [None]}
+
+
+def test_only_the_part_at_fault_degrades() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    out = to_jsonable({"bytes": b"\xffok", "loop": loop, "fine": (1, Colour.RED), "other": object()})
+    assert out["bytes"] == "\ufffdok" and out["fine"] == [1, "red"]
+    assert out["other"].startswith("<object object at")
+    depth, inner = 0, out["loop"]
+    while isinstance(inner, list):
+        depth, inner = depth + 1, inner[0]
+    assert inner == "[[...]]" and depth == 63  # cut at the depth limit (the dict is the 64th level), as text

@@ -366,3 +366,34 @@ def test_every_registered_env_has_valid_mcp_tools(env_id: str) -> None:
     for tool in tools:
         jsonschema.Draft202012Validator.check_schema(tool.input_schema)
         assert tool.input_schema["type"] == "object" and tool.description
+
+
+def test_a_backend_failure_is_an_error_result_without_a_reward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In memory (the SDK's client on the server object): a backend that dies mid-episode gives an
+    error result whose structured content has no reward, never a reward of 0."""
+    from agentunit_gym.core.env import AgentEnv
+    from agentunit_gym.errors import BackendError
+    from agentunit_gym.serve.mcp_server import McpEpisodeServer
+    from agentunit_gym.serve.served_episodes import EpisodePool, EpisodeSettings
+
+    pool = EpisodePool(EpisodeSettings("DB-v0", backend="sqlite", seed=0))
+    server = McpEpisodeServer(pool, transport="stdio")
+
+    def dead(self: AgentEnv[Any], action: str) -> Any:
+        raise BackendError("the database connection dropped")
+
+    async def scenario() -> tuple[Any, Any]:
+        async with Client(server.server) as client:
+            healthy = await client.call_tool("execute_sql", {"query": "SELECT 1"})
+            monkeypatch.setattr(AgentEnv, "step", dead)
+            return healthy, await client.call_tool("execute_sql", {"query": "SELECT 1"})
+
+    try:
+        healthy, failed = run(scenario)
+    finally:
+        pool.close()
+    assert not healthy.is_error and text_of(healthy) == "[(1,)]"
+    assert failed.is_error and "connection dropped" in text_of(failed)
+    result = failed.structured_content
+    assert result["finish_reason"] == "error" and result["reward"] is None and result["success"] is None
+    assert "BackendError" in result["error"]

@@ -73,6 +73,11 @@ def test_an_infrastructure_failure_ends_the_episode_as_infra_error(tmp_path: Pat
         outcome = episode.call("execute_sql", {"query": "SELECT 1"})
         assert outcome.is_error and outcome.ended and "connection dropped" in outcome.text
         assert outcome.result is not None and outcome.result["finish_reason"] == "error"
+        # Not scored: no reward of 0 to train on, and the error says what failed.
+        assert (outcome.result["reward"], outcome.result["success"], outcome.result["score"]) == (None, None, None)
+        assert "BackendError" in outcome.result["error"]
+        again = episode.call("execute_sql", {"query": "SELECT 1"})
+        assert again.is_error and "reward none" in again.text
     finally:
         pool.close()
     (record,) = read_records(RunPaths(tmp_path).episodes)

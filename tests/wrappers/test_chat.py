@@ -17,6 +17,7 @@ from agentunit_gym.wrappers import ChatMessages, make_eval_env
 from tests.core.toy import ToyEnv
 
 ECHO = '{"name": "echo", "arguments": {"text": "hi"}}'
+NO_CALL_FEEDBACK = "Invalid format: No executable tool calls found. Please call a tool instead."
 ANSWER = '{"name": "answer", "arguments": {"text": "42"}}'
 
 
@@ -29,8 +30,10 @@ def test_full_mode_gives_the_whole_conversation_with_tool_calls() -> None:
     messages, reward, terminated, _, _ = env.step(ECHO)
     assert messages[-2]["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "hi"}'}
     assert messages[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "hi"}
-    messages, *_ = env.step("Act: echo(plain)")  # a text reply: a text message, answered by a user message
-    assert messages[-2:] == [{"role": "assistant", "content": "Act: echo(plain)"}, {"role": "user", "content": "plain"}]
+    # A text reply: a text message, not run (tools style is tool-calls-only), answered by a user message.
+    messages, *_ = env.step("Act: echo(plain)")
+    assert messages[-2:] == [{"role": "assistant", "content": "Act: echo(plain)"},
+                             {"role": "user", "content": NO_CALL_FEEDBACK}]
     messages, reward, terminated, _, _ = env.step(ANSWER)
     assert terminated and reward == 1.0
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user",
@@ -119,3 +122,13 @@ def test_check_env_passes_on_every_registered_env(env_id: str, backend: str) -> 
     assert env.observation_space.contains(messages) and messages[-1]["role"] == "user"
     assert messages[0]["role"] == "system" and len(messages) > 2  # each domain has a worked example
     env.close()
+
+
+def test_tools_style_puts_the_env_in_tool_calls_only_mode_and_react_style_refuses_it() -> None:
+    env = ChatMessages(ToyEnv())
+    assert env.unwrapped.tool_calls_only  # type: ignore[attr-defined]
+    messages, info = env.reset(options={"task_id": "t1"})
+    assert info["grammar"] == "" and "Act:" not in messages[0]["content"]
+    assert not ChatMessages(ToyEnv(), style="react").unwrapped.tool_calls_only  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="style 'react' over an env in tool-calls-only mode"):
+        ChatMessages(ToyEnv(action_format="tools"), style="react")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from agentunit_gym.core import FinishReason
-from agentunit_gym.core.trace import AgentReply, EpisodeTrace, Flag, Usage
+from agentunit_gym.core.trace import TRACE_SCHEMA_VERSION, AgentReply, EpisodeTrace, Flag, Usage
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers import ClassifyActions, RecordTrace, make_eval_env
 
@@ -49,7 +49,9 @@ def test_trace_records_what_happened_and_round_trips(tmp_path: Path) -> None:
 
 
 TRACE_SCHEMA_V1 = json.loads((Path(__file__).parent / "fixtures" / "trace_schema_v1.json").read_text())
-"""The trace format written down by hand (docs/wrappers.md), not generated from ``EpisodeTrace``."""
+TRACE_SCHEMA_V2 = json.loads((Path(__file__).parent / "fixtures" / "trace_schema_v2.json").read_text())
+"""The trace format written down by hand (docs/wrappers.md), not generated from ``EpisodeTrace``:
+version 2, the one written, and version 1, which still reads."""
 
 
 def _written_traces(tmp_path: Path) -> list[dict[str, object]]:
@@ -75,7 +77,7 @@ def test_written_traces_match_the_hand_written_format(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     toy, db = _written_traces(tmp_path)
     for document in (toy, db):
-        jsonschema.validate(document, TRACE_SCHEMA_V1)
+        jsonschema.validate(document, TRACE_SCHEMA_V2)
     # The parts the schema cannot pin, checked as values.
     assert [s["flags"] for s in toy["steps"]] == [["INVALID_ACTION", "HALLUCINATION"], ["EXECUTION_ERROR"], []]
     assert toy["steps"][0]["action_error"]["issue"] == "unknown_tool" and toy["steps"][0]["action"] is None
@@ -83,14 +85,25 @@ def test_written_traces_match_the_hand_written_format(tmp_path: Path) -> None:
     assert toy["score"] == {"reward": 1.0, "success": True, "components": {"exact_match": True}, "detail": ""}
     assert len(db["traps"]) == 1 and db["traps"][0]["placement"] in ("prompt", "observation")
     assert db["domain"] == "db" and db["backend"] == "sqlite" and db["env_id"] == "AgentUnit/DB-v0"
+    assert toy["split"] == "" and db["split"] in ("train", "test")  # the toy's task file names none
+
+
+def test_a_version_1_trace_still_reads(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    _, db = _written_traces(tmp_path)
+    old = {k: v for k, v in db.items() if k != "split"} | {"schema_version": 1}
+    jsonschema.validate(old, TRACE_SCHEMA_V1)
+    read = EpisodeTrace.model_validate(old)
+    assert read.split == "" and read.schema_version == 1 and read.task_id == db["task_id"]
 
 
 def test_the_model_and_the_hand_written_format_name_the_same_fields() -> None:
     # A field added to or renamed in the model without a new schema_version fails here.
     generated = EpisodeTrace.model_json_schema(mode="serialization")
-    assert set(generated["properties"]) == set(TRACE_SCHEMA_V1["properties"])
+    assert TRACE_SCHEMA_V2["properties"]["schema_version"] == {"const": TRACE_SCHEMA_VERSION}
+    assert set(generated["properties"]) == set(TRACE_SCHEMA_V2["properties"])
     step = generated["$defs"]["StepRecord"]["properties"]
-    assert set(step) == set(TRACE_SCHEMA_V1["$defs"]["step"]["properties"])
+    assert set(step) == set(TRACE_SCHEMA_V2["$defs"]["step"]["properties"])
 
 
 def test_observation_and_reply_are_capped() -> None:

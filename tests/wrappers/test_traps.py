@@ -215,3 +215,17 @@ def test_library_errors_name_the_trap_and_field(tmp_path: Path) -> None:
 def test_rate_out_of_range(library: TrapLibrary, rate: float) -> None:
     with pytest.raises(ConfigError, match=r"rate must be in \[0, 1\]"):
         InjectTraps(ToyEnv(), library=library, rate=rate)
+
+
+def test_a_reset_with_options_stays_one_below_the_wrapper(library: TrapLibrary) -> None:
+    # The env tells the caller's resets from autoresets by their options (core/task_pin.py): a
+    # reset whose only option was the wrapper's own is still the caller's, and releases a pin.
+    env = InjectTraps(ToyEnv(), library=library, rate=0.0)
+    env.reset(seed=0, options={"task_id": "t2", "sticky": True})
+    env.step("Act: answer(no)")
+    assert env.reset()[1]["task_id"] == "t2"  # an autoreset: the pinned task
+    drawn = [env.reset(options={"trap": None})[1]["task_id"]]
+    for _ in range(8):
+        env.step("Act: answer(no)")
+        drawn.append(env.reset()[1]["task_id"])
+    assert set(drawn) == {"t1", "t2"}  # released: the seeded RNG draws again

@@ -43,7 +43,7 @@ from agentunit_gym.core.actions import (
     looks_like_json_call,
     split_json_call,
 )
-from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
 from agentunit_gym.domains.db.domain import DOMAIN
@@ -84,15 +84,19 @@ class DBEnv(AgentEnv[DBTask]):
     """AgentBench's DB domain as a gymnasium env.
 
     Args:
-        backend: ``"auto"`` (a MariaDB container when a Docker daemon answers, else
-            SQLite; the choice is logged and shown as ``env.backend_name`` and
-            ``info["backend"]``), ``"mysql"`` or ``"sqlite"``.
+        backend: ``"sqlite"`` or ``"mysql"``; None (the default) is ``sqlite`` on every host (the
+            prompt names the SQL dialect, so the backend is part of the observation), or
+            ``mysql`` when the call names a server (``dsn=``) or gives mysql options;
+            ``"auto"`` is mysql when ``$AGENTUNIT_MYSQL_DSN`` is set or a Docker daemon answers,
+            else sqlite (what ``agentunit-gym eval`` asks for). The choice is shown as
+            ``env.backend_name`` and ``info["backend"]``.
         dsn: ``mysql://user:pass@host:port/`` of an existing server instead of a container.
         tasks: the suite: None for the bundled one, task files or folders, or DB task specs.
         max_steps: turn limit (default: the task's, else 15 as in AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (AgentBench's policy).
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
+        action_format: ``"text"`` (default) or ``"tools"``: tool calls only (see ``AgentEnv``).
         statement_timeout: seconds one agent statement may run before it is cancelled.
         max_rows_shown: rows of a result set shown to the agent.
         observation_limit: characters of an observation shown to the agent.
@@ -130,13 +134,14 @@ class DBEnv(AgentEnv[DBTask]):
     def __init__(
         self,
         *,
-        backend: str = "auto",
+        backend: str | None = None,
         dsn: str | None = None,
         tasks: TaskSource = None,
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
         statement_timeout: float = 10.0,
         max_rows_shown: int = 100,
         observation_limit: int = 4000,
@@ -153,9 +158,11 @@ class DBEnv(AgentEnv[DBTask]):
                 "max_rows_shown must be >= 1 and observation_limit >= 100, "
                 f"got {max_rows_shown} and {observation_limit}."
             )
+        if backend is None:  # the same on every host: never a daemon's or the environment's choice
+            backend = "mysql" if dsn is not None or backend_options else DOMAIN.embedded_backend.name
         DOMAIN.check_backend(backend)  # before the tasks load: a typo fails first
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
-                         split=split)
+                         split=split, action_format=action_format)
         self.statement_timeout = float(statement_timeout)
         self.max_rows_shown = int(max_rows_shown)
         self.observation_limit = int(observation_limit)
@@ -235,7 +242,8 @@ class DBEnv(AgentEnv[DBTask]):
             return ActionError(
                 ActionIssue.NOT_ALLOWED,
                 "commit ends a task that modifies the database; this task asks a question.",
-                hint="Give the answer with submit_answer (or 'Action: Answer' / 'Final Answer: [...]').",
+                hint="Give the answer with submit_answer." if self.tool_calls_only else
+                     "Give the answer with submit_answer (or 'Action: Answer' / 'Final Answer: [...]').",
                 tool="commit",
             )
         return action

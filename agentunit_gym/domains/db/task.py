@@ -13,12 +13,13 @@ with AgentBench's types.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentunit_gym.backends.sql.base import Column, TableData
-from agentunit_gym.tasks.spec import TaskSpec
+from agentunit_gym.tasks.spec import AnswerKey, TaskSpec
 
 DBTaskType = Literal[
     "other",
@@ -158,6 +159,14 @@ class DBTask(TaskSpec):
     @property
     def is_modification(self) -> bool:
         return self.type in MODIFICATION_TYPES
+
+    def answer_key(self) -> AnswerKey | None:
+        """The gold values of a SELECT-family task, which the agent's ``Final Answer:`` states
+        (compare with :func:`~agentunit_gym.domains.db.scoring.answers_match`); None for a
+        modification, graded by the table's hash after the episode."""
+        if self.is_modification or self.answer is None:
+            return None
+        return AnswerKey(json.dumps(list(self.answer), ensure_ascii=False), in_reply=True)
 
     @property
     def graded_table(self) -> DBTable:

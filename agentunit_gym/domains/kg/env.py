@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 from agentunit_gym.backends.sparql.base import SPARQLBackend
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec
-from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.kg.domain import DOMAIN
 from agentunit_gym.domains.kg.prompt import GRAMMAR, task_prompt
@@ -121,6 +121,7 @@ class KGEnv(AgentEnv[KGTask]):
         invalid_action: ``"continue"`` or ``"terminate"``.
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
+        action_format: ``"text"`` (default) or ``"tools"``: tool calls only (see ``AgentEnv``).
         query_timeout: seconds one SPARQL query may run.
         max_results: the most results one lookup may return; a step past it fails (an
             observation), so a set can never grow without bound.
@@ -166,6 +167,7 @@ class KGEnv(AgentEnv[KGTask]):
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
         query_timeout: float = 10.0,
         max_results: int = 100_000,
         sparql_backend: SPARQLBackend | None = None,
@@ -179,7 +181,7 @@ class KGEnv(AgentEnv[KGTask]):
         if query_timeout <= 0 or max_results < 1:
             raise ConfigError(f"query_timeout must be > 0 and max_results >= 1, got {query_timeout}, {max_results}.")
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
-                         split=split)
+                         split=split, action_format=action_format)
         if graph is None:
             graph = "freebase" if self._all_tasks and all(t.graph == "freebase" for t in self._all_tasks) else "bundled"
         self.graph = graph

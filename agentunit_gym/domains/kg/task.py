@@ -11,12 +11,13 @@ becomes a step, and a last ``final_answer`` commits the last variable made.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from pydantic import Field, model_validator
 
-from agentunit_gym.tasks.spec import TaskSpec
+from agentunit_gym.tasks.spec import AnswerKey, TaskSpec
 
 TOOL_PARAMS: dict[str, tuple[str, ...]] = {
     "get_relations": ("variable",),
@@ -113,3 +114,9 @@ class KGTask(TaskSpec):
     @property
     def question(self) -> str:
         return self.instruction
+
+    def answer_key(self) -> AnswerKey:
+        """The gold entity ids (or the count). The agent commits a variable, not these values:
+        scoring needs the variable's entities, which the env reads from the graph
+        (``score.components.answer``), so the key is not in the reply's text."""
+        return AnswerKey(json.dumps(list(self.answer), ensure_ascii=False), in_reply=False)

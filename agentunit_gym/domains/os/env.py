@@ -23,7 +23,7 @@ from typing import Any
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, suggest
-from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.os.checks import CHECK_HELPERS
 from agentunit_gym.domains.os.domain import DOMAIN
@@ -46,12 +46,15 @@ class OSEnv(AgentEnv[OSTask]):
     """The OS shell env.
 
     Args:
-        backend: ``"auto"`` (docker when a daemon answers, else local), ``"docker"`` or ``"local"``.
+        backend: ``"local"`` or ``"docker"``; None (the default) is ``local`` on every host, so
+            the same (task, seed) gives the same observation everywhere; ``"auto"`` is docker
+            when a daemon answers, else local (what ``agentunit-gym eval`` asks for).
         tasks: the suite: None for the bundled one, task files or folders, or task specs.
         max_steps: turn limit (default 8, as AgentBench).
         invalid_action: ``"continue"`` or ``"terminate"`` (see :class:`~agentunit_gym.core.env.AgentEnv`).
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
+        action_format: ``"text"`` (default) or ``"tools"``: tool calls only (see ``AgentEnv``).
         observation_limit: characters of command output shown to the agent (AgentBench: 800).
         command_timeout: seconds a ``bash`` action may run before its process group is killed.
         sandbox: an existing sandbox to use; the env then does not close it.
@@ -80,12 +83,13 @@ class OSEnv(AgentEnv[OSTask]):
     def __init__(
         self,
         *,
-        backend: str = "auto",
+        backend: str | None = None,
         tasks: TaskSource = None,
         max_steps: int | None = None,
         invalid_action: InvalidPolicy = "continue",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
         observation_limit: int = 800,
         command_timeout: float = 10.0,
         sandbox: Sandbox | None = None,
@@ -113,12 +117,13 @@ class OSEnv(AgentEnv[OSTask]):
         self._owns_sandbox = sandbox is None
         # Tasks first: a bad task file then fails before any container exists.
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
-                         split=split)
+                         split=split, action_format=action_format)
         if sandbox is None:
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
             # The domain's factory (imported on first use: it pulls in the docker SDK only then).
-            sandbox = DOMAIN.open_backend(backend, **sandbox_options)
+            sandbox = DOMAIN.open_backend(DOMAIN.embedded_backend.name if backend is None else backend,
+                                          **sandbox_options)
         self._sandbox: Sandbox | None = sandbox
         # What a copy in another process reopens: the resolved kind, not "auto".
         self._sandbox_kind = sandbox.kind

@@ -39,7 +39,7 @@ from agentunit_gym.core.actions import (
     looks_like_json_call,
     split_json_call,
 )
-from agentunit_gym.core.env import AgentEnv, Execution, InvalidPolicy, TaskSource
+from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.webshop.domain import DOMAIN
 from agentunit_gym.domains.webshop.prompt import PAGE_GUIDE
@@ -120,6 +120,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             an invalid action in ``info``.
         render_mode: None or ``"ansi"``.
         split: ``"train"`` or ``"test"``: the suite restricted to that split (docs/tasks.md, "Splits").
+        action_format: ``"text"`` (default) or ``"tools"``: tool calls only (see ``AgentEnv``).
         catalog_size, catalog_seed: the generated catalog (default 100k products, seed 0).
         webshop_data: a folder with WebShop's own files instead of the generated catalog.
         shop_backend: an already open shop backend to use; the env does not close it.
@@ -150,6 +151,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         invalid_move: str = "feedback",
         render_mode: str | None = None,
         split: str | None = None,
+        action_format: ActionFormat = "text",
         catalog_size: int | None = None,
         catalog_seed: int | None = None,
         webshop_data: str | Path | None = None,
@@ -177,7 +179,7 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             if tasks is None:
                 tasks = load_webshop_goals(webshop_data, catalog)
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
-                         split=split)
+                         split=split, action_format=action_format)
         if shop_backend is not None:
             self._shop = shop_backend
         else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -53,9 +52,7 @@ def test_hostile_replies_are_observations_and_change_nothing(small_store: Embedd
         env.step("Action: get_neighbors(Aland, location.country.adjoins)")  # #0 exists
         env.step("Action: get_attributes(#0)")
         for reply in REPLIES:
-            started = time.perf_counter()
             observation, reward, terminated, truncated, info = env.step(reply)
-            assert time.perf_counter() - started < 5.0, reply[:80]
             assert isinstance(observation, str) and observation and len(observation) < 2_000, reply[:80]
             assert reward == 0.0 and not terminated and not truncated, reply[:80]
             classified = info.get("action_error") or (info.get("execution") if info.get("execution_error") else None)
