@@ -3,9 +3,10 @@
 instruction, reference or answer; the same task has the same id in every seed and no set repeats one.
 
 Sizes: 10,000 train tasks a seed for OS, DB and KG. WebShop's goals are replayed on the shop as they
-are made (~7 ms a goal on an idle 2-core machine; a 10,000-goal set took 160-190 s here with the
-machine shared), so its test uses 2,000 a seed; ``os_tmp``-style runs of 10,000 (seeds 0-2, and a
-10,000-goal test split) shared nothing either (docs/training.md).
+are made (~7.5 ms a goal here: this test's 8,000 goals took 60 s; a 10,000-goal set 120-190 s with
+the machine shared), so its test draws 2,000 a seed (marked slow, as the others). A one-off run of
+10,000 goals a seed (seeds 0-2, against the bundled test split and a 10,000-goal generated test
+split) shared nothing either (2026-11-29).
 """
 
 from __future__ import annotations
