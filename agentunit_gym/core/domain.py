@@ -537,19 +537,25 @@ class Domain:
 
     def generate_tasks(self, count: int, *, seed: int = 0, split: str | None = None,
                        exclude: Sequence[TaskSpec] = ()) -> list[TaskSpec]:
-        """``count`` generated tasks (see :class:`TaskGenerator`); a ``train`` set holds no task of a
-        test split, and no set holds a task of ``exclude`` (by any overlap key).
-
-        See :func:`agentunit_gym.core.generation.generate_checked`.
+        """``count`` generated tasks (see :class:`TaskGenerator`); a ``train`` set holds no task that
+        shares an overlap key with a bundled test task, and no set one that shares an id, reference
+        or answer with ``exclude`` (:func:`agentunit_gym.tasks.generated.draw_checked`).
 
         Raises:
             ConfigError: the domain has no generator, a count below 1, an unknown split, fewer
                 tasks available than asked for (the message gives the number), or a generator
-                that broke its contract (a wrong, repeated or bundled id).
+                that broke its contract (an id not ``gen-<domain>-...``, a repeated or bundled id).
         """
-        from agentunit_gym.core.generation import generate_checked
+        from agentunit_gym.tasks.generated import draw_checked
 
-        return generate_checked(self, count, seed=seed, split=split, exclude=exclude)
+        if self.generator is None:
+            raise ConfigError(f"the {self.name} domain has no task generator; domains with one: see "
+                              "`agentunit-gym tasks generate --help`.")
+        tests = [t for t in self.bundled_tasks() if t.split == "test"] if split == "train" else []
+        ceiling = import_object(self.generator.ceiling) if self.generator.ceiling else None
+        return draw_checked(import_object(self.generator.generate), count, seed=seed, split=split,
+                            keys_of=self.task_keys, tests=tests, exclude=exclude, ceiling=ceiling, name=self.name,
+                            bundled_ids={t.id for t in self.bundled_tasks()}, where=self.generator.generate)
 
     def generator_templates(self) -> tuple[str, ...]:
         """Every family the domain's generator produces (empty without a generator)."""

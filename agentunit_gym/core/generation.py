@@ -21,21 +21,15 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
-from agentunit_gym.core.domain import Domain, import_object
+from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.registry import domain_of_env, domains, env_ids
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.tasks.overlap import KEYS, key_values
 from agentunit_gym.tasks.spec import TaskSpec
-from agentunit_gym.tasks.splits import check_split
-
-EXCLUDE_KEYS: tuple[str, ...] = ("id", "reference", "answer")
-"""The keys ``--exclude`` compares: the same task, not the same shape of instruction (every
-instance of a family shares that; a generated train set avoids the test splits by all four)."""
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The installed ``agentunit_gym`` package: generated sets are never written inside it."""
@@ -62,87 +56,6 @@ def generator_env_ids() -> list[str]:
 def task_items(tasks: list[TaskSpec]) -> list[dict[str, object]]:
     """The tasks as native task-file mappings (defaults and the loader's ``source`` left out)."""
     return [t.model_dump(mode="json", exclude_defaults=True, exclude={"source"}) for t in tasks]
-
-
-def _blocker(domain: Domain, blocks: Sequence[tuple[Sequence[TaskSpec], Sequence[str]]]) -> Callable[[TaskSpec], bool]:
-    """Whether a task shares, for some ``(tasks, keys)`` of ``blocks``, one of ``keys`` with ``tasks``."""
-    indexes = [(key_values(tasks, domain.task_keys), keys) for tasks, keys in blocks if tasks]
-
-    def blocked(task: TaskSpec) -> bool:
-        if not indexes:
-            return False
-        own = domain.task_keys(task)
-        values = {"id": task.id, "instruction": own.instruction, "reference": own.reference, "answer": own.answer}
-        return any(values[k] is not None and values[k] in index[k] for index, keys in indexes for k in keys)
-
-    return blocked
-
-
-def generate_checked(domain: Domain, count: int, *, seed: int = 0, split: str | None = None,
-                     exclude: Sequence[TaskSpec] = ()) -> list[TaskSpec]:
-    """``count`` tasks of ``domain``'s generator, checked and filtered.
-
-    A ``train`` set holds no task that shares any overlap key (:mod:`agentunit_gym.tasks.overlap`)
-    with a bundled test task; no set holds a task that shares an id, reference or answer with
-    ``exclude`` (:data:`EXCLUDE_KEYS`). Tasks left out are replaced by the generator's next ones
-    (a longer count extends a shorter one), so the set is the generator's first ``count`` that pass.
-
-    Raises:
-        ConfigError: the domain has no generator, a count below 1, an unknown split, fewer tasks
-            available than ``count`` (the message gives how many are), or a generator that broke
-            its contract (an id not ``gen-<domain>-...``, a repeated or a bundled id).
-    """
-    generator = domain.generator
-    if generator is None:
-        raise ConfigError(f"the {domain.name} domain has no task generator; domains with one: see "
-                          "`agentunit-gym tasks generate --help`.")
-    if count < 1:
-        raise ConfigError(f"the number of tasks to generate must be at least 1, got {count}.")
-    if split is not None:
-        check_split(split)
-        if split == "dev":
-            raise ConfigError("generated tasks are train or test, not dev (dev is AgentBench's name); "
-                              "pass --split train or --split test.")
-    generate = import_object(generator.generate)
-    tests = [t for t in domain.bundled_tasks() if t.split == "test"] if split == "train" else []
-    blocked = _blocker(domain, [(tests, KEYS), (exclude, EXCLUDE_KEYS)])
-
-    want = count
-    while True:
-        try:
-            made: list[TaskSpec] = generate(want, seed=seed, split=split)
-        except ConfigError:
-            if generator.ceiling is None or not (tests or exclude):
-                raise
-            # Past the generator's end: all it makes, and how many of them pass.
-            made = generate(int(import_object(generator.ceiling)(split)), seed=seed, split=split)
-            tasks = [t for t in made if not blocked(t)]
-            if len(tasks) < count:
-                raise ConfigError(f"the {domain.name} generator makes {len(tasks)} distinct task(s)"
-                                  f"{f' in split {split!r}' if split else ''} outside the test splits and the "
-                                  f"excluded sets, {count} were asked for; ask for fewer.") from None
-            break
-        tasks = [t for t in made if not blocked(t)]
-        if len(tasks) >= count:
-            break
-        want += (count - len(tasks)) * 2
-    tasks = tasks[:count]
-    _check_ids(domain, tasks)
-    if len(tasks) != count:
-        raise ConfigError(f"the {domain.name} generator made {len(tasks)} task(s), expected {count}.")
-    return tasks
-
-
-def _check_ids(domain: Domain, tasks: Sequence[TaskSpec]) -> None:
-    prefix = f"gen-{domain.name}-"
-    bundled = {t.id for t in domain.bundled_tasks()}
-    seen: set[str] = set()
-    for task in tasks:
-        if not task.id.startswith(prefix) or task.id in bundled or task.id in seen:
-            raise ConfigError(f"the {domain.name} generator made task id {task.id!r}: expected a new id "
-                              f"starting with {prefix!r}, one per distinct task; fix the generator "
-                              f"({domain.generator.generate if domain.generator else '?'}).")
-        seen.add(task.id)
 
 
 def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None = None,

@@ -32,8 +32,8 @@ from agentunit_gym.tasks.overlap import Overlap, find_overlap
 from agentunit_gym.tasks.spec import TaskSpec
 from agentunit_gym.tasks.splits import check_split
 
-SPEC_HELP = ("a task file or folder, bundled:ENV[:SPLIT] (e.g. bundled:DB-v0:test), or "
-             "generated:ENV:SPLIT:COUNT[:SEED] (SPLIT train, test or all)")
+SPEC_HELP = ("a task file or folder, bundled:ENV[:SPLIT] (a bundled suite, or its train or test split), or "
+             "generated:ENV:SPLIT:COUNT[:SEED] (what tasks generate writes; SPLIT train, test or all)")
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ def load_task_set(spec: str) -> TaskSet:
     if kind == "generated" and rest:
         parts = rest.split(":")
         if len(parts) not in (3, 4) or not all(p.isdigit() for p in parts[2:]):
-            raise ConfigError(f"{spec!r}: expected generated:ENV:SPLIT:COUNT[:SEED], "
-                              "e.g. generated:DB-v0:train:1000:0.")
+            raise ConfigError(f"{spec!r}: expected generated:ENV:SPLIT:COUNT[:SEED] (an env id, train, test or "
+                              "all, a number of tasks, a seed).")
         domain = domain_for_env(parts[0])
         chosen = None if parts[1] == "all" else parts[1]
         seed = int(parts[3]) if len(parts) == 4 else 0
