@@ -1,4 +1,4 @@
-"""``agentunit-gym tasks``: list, show, validate, check and generate task files; export their JSON Schema."""
+"""``agentunit-gym tasks``: list, show, validate, check, generate and compare task files; export their JSON Schema."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from agentunit_gym.cli.eval_cmd import backend_choices, backend_help
 from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.generation import domain_for_env, generator_env_ids, task_items, write_generated
 from agentunit_gym.core.registry import broken_domains, domain_names, domains, env_ids, find_task, get_domain
+from agentunit_gym.core.task_sets import SPEC_HELP, load_task_set, overlap_of
 from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
 from agentunit_gym.errors import ConfigError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.spec import TaskSpec
@@ -77,11 +78,25 @@ def register(subparsers: Any) -> None:
     generate.add_argument("--env", required=True,
                           help=f"env id ({', '.join(generator_env_ids()) or 'none has a generator'})")
     generate.add_argument("-n", type=int, required=True, help="number of tasks")
-    generate.add_argument("--seed", type=int, default=0, help="the seed (default 0); ids are gen-<domain>-s<seed>-...")
+    generate.add_argument("--seed", type=int, default=0,
+                          help="the seed (default 0); ids name content (gen-<domain>-<family>-<hash>), the same in "
+                               "every seed")
     generate.add_argument("--split", choices=("train", "test"), default=None,
                           help="only families of this split (default: every family, each task marked with its split)")
     generate.add_argument("--output", required=True, metavar="FILE", help="the task file to write (.json or .yaml)")
+    generate.add_argument("--exclude", nargs="+", default=[], metavar="FILE",
+                          help="task files or folders (or bundled:/generated: specs, as tasks overlap reads) whose "
+                               "tasks the set must not hold (same id, reference or answer); the generator's next "
+                               "tasks take their place")
     generate.set_defaults(func=cmd_generate)
+
+    overlap = sub.add_parser("overlap", help="what two task sets share, by id, instruction, reference solution "
+                                             "and answer; exit 1 when they share anything, 0 when not")
+    overlap.add_argument("a", metavar="A", help=SPEC_HELP)
+    overlap.add_argument("b", metavar="B", help="the same kinds as A, of the same domain")
+    overlap.add_argument("--json", action="store_true", help="print the counts and examples as JSON")
+    overlap.add_argument("--examples", type=int, default=5, help="examples shown per key (default 5)")
+    overlap.set_defaults(func=cmd_overlap)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a domain's task files")
     schema.add_argument("--domain", default=default, help=f"default: {default}")
@@ -226,13 +241,32 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.n < 1:
         print(f"agentunit-gym tasks generate: error: -n must be at least 1, got {args.n}", file=sys.stderr)
         return 2
-    domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split, output=args.output)
+    excluded = [t for spec in args.exclude for t in load_task_set(spec).tasks]
+    domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split, output=args.output,
+                                          exclude=excluded)
     counts: dict[str, int] = {}
     for task in tasks:
         counts[task.split or "none"] = counts.get(task.split or "none", 0) + 1
     splits = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"wrote {len(tasks)} {domain.name} task(s) to {path} ({splits}); ids {tasks[0].id} ... {tasks[-1].id}")
     return 0
+
+
+def cmd_overlap(args: argparse.Namespace) -> int:
+    """Run :func:`~agentunit_gym.core.task_sets.overlap_of`; print counts and examples per key."""
+    found = overlap_of(args.a, args.b)
+    if args.json:
+        print(json.dumps(found.to_json(args.examples), indent=1, ensure_ascii=False))
+        return 1 if found.overlap.any else 0
+    result = found.overlap
+    print(f"A: {args.a} ({result.a_count} {found.a.domain.name} task(s)); B: {args.b} ({result.b_count})")
+    for key, count in result.counts().items():
+        print(f"{key}: {count} task(s) of A share it with B")
+        for shared in result.shared.get(key, ())[:args.examples]:
+            print(f"  {_short(shared.value, 100)}: A {', '.join(shared.a_ids[:3])}; B {', '.join(shared.b_ids[:3])}"
+                  + (f" (+{len(shared.b_ids) - 3})" if len(shared.b_ids) > 3 else ""))
+    print("shared: yes" if result.any else "shared: nothing")
+    return 1 if result.any else 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
