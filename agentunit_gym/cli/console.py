@@ -32,3 +32,56 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None, **options
         return console
     return Console(stderr=stderr, file=file if file is not None else (sys.stderr if stderr else sys.stdout),
                    width=UNBOUNDED_WIDTH, **options)
+
+
+class ItemProgress:
+    """Progress of a long command counted in items: a rich bar on a terminal; written to a file
+    or pipe, one line per ``every`` items (and the last), so a log shows the command is alive.
+
+    Use as a context manager; call it with ``(done, total)`` (and a note) as items finish.
+    """
+
+    def __init__(self, description: str, *, every: int = 500, quiet: bool = False) -> None:
+        self.description = description
+        self.every = max(1, every)
+        self.quiet = quiet
+        self._console = Console(stderr=True, highlight=False, quiet=quiet)
+        self._bar: Any = None
+        self._task: Any = None
+        self._next_line = self.every
+        self._last_line: int | None = None
+        self._started = 0.0
+
+    def __enter__(self) -> ItemProgress:
+        import time
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._started = time.monotonic()
+        if self._console.is_terminal and not self.quiet:
+            self._bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[note]}"), console=self._console)
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.description, total=None, note="")
+        return self
+
+    def __call__(self, done: int, total: int | None, note: str = "") -> None:
+        import time
+
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total, note=note)
+            return
+        first, last = self._last_line is None, done == total and done != self._last_line
+        if self.quiet or not (first or last or done >= self._next_line):
+            return
+        self._last_line = done
+        while self._next_line <= done:
+            self._next_line += self.every
+        of = f"/{total}" if total is not None else ""
+        elapsed = time.monotonic() - self._started
+        print(f"{self.description}: {done}{of} ({elapsed:.0f} s){f'; {note}' if note else ''}",
+              file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)

@@ -71,6 +71,8 @@ def register(subparsers: Any) -> None:
                        help="an env keyword argument, as eval --env-option (the KG endpoint AgentBench's Freebase "
                             "items need, a shop url); without the endpoint those items are listed as not run")
     check.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
+    check.add_argument("--progress-every", type=int, default=100, metavar="N",
+                       help="written to a file or pipe: a progress line per N episodes (default 100)")
     check.set_defaults(func=cmd_check)
 
     generate = sub.add_parser("generate", help="write a generated task set (seeded, namespaced ids, reference "
@@ -88,6 +90,8 @@ def register(subparsers: Any) -> None:
                           help="task files or folders (or bundled:/generated: specs, as tasks overlap reads) whose "
                                "tasks the set must not hold (same id, reference or answer); the generator's next "
                                "tasks take their place")
+    generate.add_argument("--progress-every", type=int, default=1000, metavar="N",
+                          help="written to a file or pipe: a progress line per N tasks checked (default 1000)")
     generate.set_defaults(func=cmd_generate)
 
     overlap = sub.add_parser("overlap", help="what two task sets share, by id, instruction, reference solution "
@@ -242,8 +246,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(f"agentunit-gym tasks generate: error: -n must be at least 1, got {args.n}", file=sys.stderr)
         return 2
     excluded = [t for spec in args.exclude for t in load_task_set(spec).tasks]
-    domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split, output=args.output,
-                                          exclude=excluded)
+    from agentunit_gym.cli.console import ItemProgress
+
+    with ItemProgress("tasks generate", every=args.progress_every) as progress:
+        domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split,
+                                              output=args.output, exclude=excluded, progress=progress)
     counts: dict[str, int] = {}
     for task in tasks:
         counts[task.split or "none"] = counts.get(task.split or "none", 0) + 1
@@ -280,7 +287,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from agentunit_gym.cli.console import table_console
+    from agentunit_gym.cli.console import ItemProgress, table_console
+    from agentunit_gym.eval.records import EpisodeRecord
     from agentunit_gym.eval.taskcheck import check_tasks
     from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
@@ -294,8 +302,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         run_envs = [get_domain(name).envs[0].id for name in tasks_by_domain(load_sources(args.paths))]
         options = resolve_env_options(args.env_option, run_envs, args.backends or ("auto",)) if run_envs else {}
-    result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
-                         concurrency=args.concurrency, network=args.network, env_options_by_env=options)
+    with ItemProgress("tasks check: oracle episodes", every=args.progress_every) as progress:
+        def episode_done(record: EpisodeRecord, done: int, total: int) -> None:
+            mark = "ok" if record.success else (record.finish_reason or record.status)
+            progress(done, total, f"{record.task_id}: {mark}")
+
+        result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
+                             concurrency=args.concurrency, network=args.network, env_options_by_env=options,
+                             progress=episode_done)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.ok else 1

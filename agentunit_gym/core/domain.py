@@ -556,7 +556,8 @@ class Domain:
         return filter_split(tasks, split, where=f"the bundled {self.name} suite")
 
     def generate_tasks(self, count: int, *, seed: int = 0, split: str | None = None,
-                       exclude: Sequence[TaskSpec] = ()) -> list[TaskSpec]:
+                       exclude: Sequence[TaskSpec] = (),
+                       progress: Callable[[int, int | None, str], None] | None = None) -> list[TaskSpec]:
         """``count`` generated tasks (see :class:`TaskGenerator`); a ``train`` set holds no task that
         shares an overlap key with a bundled test task, and no set one that shares an id, reference
         or answer with ``exclude`` (:func:`agentunit_gym.tasks.generated.draw_checked`).
@@ -575,7 +576,8 @@ class Domain:
         ceiling = import_object(self.generator.ceiling) if self.generator.ceiling else None
         return draw_checked(import_object(self.generator.generate), count, seed=seed, split=split,
                             keys_of=self.task_keys, tests=tests, exclude=exclude, ceiling=ceiling, name=self.name,
-                            bundled_ids={t.id for t in self.bundled_tasks()}, where=self.generator.generate)
+                            bundled_ids={t.id for t in self.bundled_tasks()}, where=self.generator.generate,
+                            progress=progress)
 
     def generator_templates(self) -> tuple[str, ...]:
         """Every family the domain's generator produces (empty without a generator)."""

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
@@ -30,6 +30,9 @@ from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.registry import domain_of_env, domains, env_ids
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.spec import TaskSpec
+
+DrawProgress = Callable[[int, int | None, str], None]
+"""``progress(done, total, note)``: tasks drawn or checked so far (see :func:`write_generated`)."""
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The installed ``agentunit_gym`` package: generated sets are never written inside it."""
@@ -59,7 +62,8 @@ def task_items(tasks: list[TaskSpec]) -> list[dict[str, object]]:
 
 
 def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None = None,
-                    output: str | Path, exclude: Sequence[TaskSpec] = ()) -> tuple[Domain, list[TaskSpec], Path]:
+                    output: str | Path, exclude: Sequence[TaskSpec] = (),
+                    progress: DrawProgress | None = None) -> tuple[Domain, list[TaskSpec], Path]:
     """Generate ``count`` tasks of ``env_id``'s domain and write them to ``output`` (JSON, or YAML
     by the suffix ``.yaml``/``.yml``).
 
@@ -82,7 +86,7 @@ def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None
                           "sets are never written there: give a path outside it, e.g. ./generated/tasks.json.")
     if path.suffix not in (".json", ".yaml", ".yml"):
         raise ConfigError(f"--output {path}: expected a .json, .yaml or .yml file name, found {path.suffix or 'none'}.")
-    tasks = domain.generate_tasks(count, seed=seed, split=split, exclude=exclude)
+    tasks = domain.generate_tasks(count, seed=seed, split=split, exclude=exclude, progress=progress)
     items = task_items(tasks)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".json":

@@ -39,7 +39,8 @@ def blocker(keys_of: TaskKeysOf,
 def draw_checked(generate: Generate, count: int, *, seed: int, split: str | None, keys_of: TaskKeysOf,
                  tests: Sequence[TaskSpec] = (), exclude: Sequence[TaskSpec] = (),
                  ceiling: Callable[[str | None], int] | None = None, name: str = "the",
-                 bundled_ids: Collection[str] = (), where: str = "") -> list[TaskSpec]:
+                 bundled_ids: Collection[str] = (), where: str = "",
+                 progress: Callable[[int, int | None, str], None] | None = None) -> list[TaskSpec]:
     """The generator's first ``count`` tasks that share no overlap key with ``tests`` and no id,
     reference or answer (:data:`EXCLUDE_KEYS`) with ``exclude``, their ids checked.
 
@@ -54,6 +55,8 @@ def draw_checked(generate: Generate, count: int, *, seed: int, split: str | None
         name: the domain's name: ids start ``gen-<name>-``.
         bundled_ids: the bundled suite's ids, which no generated task may take.
         where: the generator's ``"module:function"``, for messages.
+        progress: ``progress(done, total, note)``, told when drawing starts and as drawn tasks
+            are checked against ``tests`` and ``exclude`` (the CLI's progress bar or log lines).
 
     Raises:
         ConfigError: a count below 1, an unknown split or ``dev``, fewer tasks available than
@@ -67,8 +70,14 @@ def draw_checked(generate: Generate, count: int, *, seed: int, split: str | None
         if split == "dev":
             raise ConfigError("generated tasks are train or test, not dev (dev is AgentBench's name); "
                               "pass --split train or --split test.")
+    blocked = blocker(keys_of, [(tests, KEYS), (exclude, EXCLUDE_KEYS)])
+    if progress is not None:
+        progress(0, count, f"drawing {count} task(s)")
+        blocked = _counted(blocked, count, progress)
     tasks = _draw(generate, count, seed=seed, split=split, name=name, ceiling=ceiling,
-                  blocked=blocker(keys_of, [(tests, KEYS), (exclude, EXCLUDE_KEYS)]), blocking=bool(tests or exclude))
+                  blocked=blocked, blocking=bool(tests or exclude))
+    if progress is not None:
+        progress(count, count, "done")
     prefix, seen = f"gen-{name}-", set()
     for task in tasks:
         if not task.id.startswith(prefix) or task.id in bundled_ids or task.id in seen:
@@ -78,6 +87,20 @@ def draw_checked(generate: Generate, count: int, *, seed: int, split: str | None
     if len(tasks) != count:
         raise ConfigError(f"the {name} generator made {len(tasks)} task(s), expected {count}.")
     return tasks
+
+
+def _counted(blocked: Callable[[TaskSpec], bool], count: int,
+             progress: Callable[[int, int | None, str], None]) -> Callable[[TaskSpec], bool]:
+    """``blocked`` that reports how many drawn tasks it has checked (at most ``count`` shown)."""
+    checked = 0
+
+    def check(task: TaskSpec) -> bool:
+        nonlocal checked
+        checked += 1
+        progress(min(checked, count), count, "checked against the test splits and excluded sets")
+        return blocked(task)
+
+    return check
 
 
 def _draw(generate: Generate, count: int, *, seed: int, split: str | None, name: str,
