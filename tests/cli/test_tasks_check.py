@@ -127,8 +127,8 @@ def test_a_run_the_evaluator_stops_early_counts_the_rest_as_not_run(
 
     real = taskcheck.evaluate
 
-    def stops_after_one(config: EvalConfig, output: Path) -> None:
-        real(config.model_copy(update={"task_ids": ("dev-00000",)}), output)
+    def stops_after_one(config: EvalConfig, output: Path, progress: Any = None) -> None:
+        real(config.model_copy(update={"task_ids": ("dev-00000",)}), output, progress=progress)
         raise RunStoppedError("stopped early: 5 of the 5 episodes finished so far failed for the same reason: X.")
 
     monkeypatch.setattr(taskcheck, "evaluate", stops_after_one)
