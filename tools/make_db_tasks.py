@@ -341,6 +341,39 @@ DATASETS: list[Dataset] = [
 ]
 
 
+FAMILIES: dict[str, str] = {
+    "db-airports-02": "gen-db/count-above",
+    "db-airports-03": "gen-db/rank-top",
+    "db-airports-06": "gen-db/insert-row",
+    "db-antibiotics-01": "gen-db/count-text",
+    "db-antibiotics-03": "gen-db/rank-top",
+    "db-antibiotics-04": "gen-db/min-by-text",
+    "db-antibiotics-07": "gen-db/insert-row",
+    "db-barley-03": "gen-db/min-by-text",
+    "db-cars-01": "gen-db/count-text",
+    "db-cars-09": "gen-db/insert-row",
+    "db-cars-11": "gen-db/delete-below",
+    "db-crimea-01": "gen-db/count-above",
+    "db-crimea-04": "gen-db/rank-top",
+    "db-driving-01": "gen-db/count-above",
+    "db-driving-06": "gen-db/insert-row",
+    "db-driving-07": "gen-db/delete-below",
+    "db-iowa-03": "gen-db/max-by-text",
+    "db-iowa-04": "gen-db/min-by-text",
+    "db-iowa-08": "gen-db/insert-row",
+    "db-iris-01": "gen-db/count-above",
+    "db-iris-03": "gen-db/min-by-text",
+    "db-weather-01": "gen-db/count-text",
+    "db-weather-04": "gen-db/max-by-text",
+    "db-weather-05": "gen-db/rank-top",
+    "db-weather-08": "gen-db/delete-text",
+    "db-wheat-01": "gen-db/count-above",
+}
+"""Bundled tasks that are instances of a DB generator family (the same SQL shape over the same
+table, literals aside): their ``template``, so their split is the family's (issue 33).
+tests/domains/db/test_bundled_families.py finds every such task."""
+
+
 def _table_hash(conn: sqlite3.Connection, table: str, columns: list[str]) -> str:
     return str(conn.execute(sqlite_table_hash_sql(table, columns)).fetchone()[0])
 
@@ -376,8 +409,10 @@ def build(ds: Dataset) -> list[dict[str, Any]]:
     tasks = []
     for index, (task_type, question, sql) in enumerate(ds.tasks, start=1):
         conn = _load(ds, rows)
-        task: dict[str, Any] = {"id": f"db-{ds.key}-{index:02d}", "type": task_type, "instruction": question,
-                                "description": description}
+        task: dict[str, Any] = {"id": f"db-{ds.key}-{index:02d}"}
+        if task["id"] in FAMILIES:
+            task["template"] = FAMILIES[task["id"]]
+        task.update({"type": task_type, "instruction": question, "description": description})
         if isinstance(sql, list):
             before = _table_hash(conn, ds.table, names)
             for statement in sql:

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from agentunit_gym.cli.console import table_console
     from agentunit_gym.eval.compare import compare_runs
     from agentunit_gym.eval.report import fmt
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             else f"[{r.diff_low:+.3g}, {r.diff_high:+.3g}]")
         table.add_row(r.name, fmt(r.a, r.unit), fmt(r.b, r.unit), diff, ci,
                       f"[{styles[r.verdict]}]{r.verdict}[/]")
-    Console().print(table)
+    table_console().print(table)
     success = next((r for r in rows if r.name == "success_rate" and r.p_value is not None), None)
     if success is not None:
         Console().print(f"success rate, exact sign test over tasks: p = {success.p_value:.3g}")

@@ -366,9 +366,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_factory: Any, remote: Any,
          err: Any) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentunit_gym.cli.console import table_console
     from agentunit_gym.eval.evaluate import RunStopped, evaluate, prepare_run_dir
     from agentunit_gym.eval.records import EpisodeRecord
 
@@ -403,8 +403,8 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
         judged, summary, _ = judge_with_progress(result.run_dir, judge_config(args), quiet=args.quiet)
         judge_exit = nothing_judged_exit(result.run_dir, judged)
     if not args.quiet:
-        print_summary(Console(), summary)
-        print_judge_summary(Console(), summary)
+        print_summary(table_console(), summary)
+        print_judge_summary(table_console(), summary)
     records = result.outcome.records
     left_out = result.outcome.left_out
     for lo in left_out:

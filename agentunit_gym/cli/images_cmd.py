@@ -63,10 +63,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print a table of our images."""
-    from rich.console import Console
     from rich.table import Table
 
     from agentunit_gym.backends.images import list_images
+    from agentunit_gym.cli.console import table_console
 
     table = Table(title="agentunit-gym images")
     for column in ("name", "tag", "id", "size", "base", "state"):
@@ -76,5 +76,5 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_row(image.name, tags, image.id.removeprefix("sha256:")[:12],
                       f"{image.size_bytes / 1e6:.0f} MB", image.base or "-",
                       "[green]current[/]" if image.current else "[yellow]stale or other[/]")
-    Console().print(table)
+    table_console().print(table)
     return 0

@@ -60,9 +60,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from agentunit_gym.cli.console import table_console
+
     outcome, summary, report = judge_with_progress(args.run_dir, judge_config(args), quiet=args.quiet)
     if not args.quiet:
-        print_judge_summary(Console(), summary)
+        print_judge_summary(table_console(), summary)
     Console(stderr=True, quiet=args.quiet, highlight=False).print(judge_line(outcome, report), markup=False)
     return nothing_judged_exit(args.run_dir, outcome)
 

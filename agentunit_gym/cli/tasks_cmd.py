@@ -1,4 +1,4 @@
-"""``agentunit-gym tasks``: list, show, validate, check and generate task files; export their JSON Schema."""
+"""``agentunit-gym tasks``: list, show, validate, check, generate and compare task files; export their JSON Schema."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from agentunit_gym.cli.eval_cmd import backend_choices, backend_help
 from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.generation import domain_for_env, generator_env_ids, task_items, write_generated
 from agentunit_gym.core.registry import broken_domains, domain_names, domains, env_ids, find_task, get_domain
+from agentunit_gym.core.task_sets import SPEC_HELP, load_task_set, overlap_of
 from agentunit_gym.core.task_sources import TaskSource, load_path, load_sources
 from agentunit_gym.errors import ConfigError, TaskFileError, TaskNotFoundError
 from agentunit_gym.tasks.spec import TaskSpec
@@ -70,6 +71,8 @@ def register(subparsers: Any) -> None:
                        help="an env keyword argument, as eval --env-option (the KG endpoint AgentBench's Freebase "
                             "items need, a shop url); without the endpoint those items are listed as not run")
     check.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
+    check.add_argument("--progress-every", type=int, default=100, metavar="N",
+                       help="written to a file or pipe: a progress line per N episodes (default 100)")
     check.set_defaults(func=cmd_check)
 
     generate = sub.add_parser("generate", help="write a generated task set (seeded, namespaced ids, reference "
@@ -77,11 +80,27 @@ def register(subparsers: Any) -> None:
     generate.add_argument("--env", required=True,
                           help=f"env id ({', '.join(generator_env_ids()) or 'none has a generator'})")
     generate.add_argument("-n", type=int, required=True, help="number of tasks")
-    generate.add_argument("--seed", type=int, default=0, help="the seed (default 0); ids are gen-<domain>-s<seed>-...")
+    generate.add_argument("--seed", type=int, default=0,
+                          help="the seed (default 0); ids name content (gen-<domain>-<family>-<hash>), the same in "
+                               "every seed")
     generate.add_argument("--split", choices=("train", "test"), default=None,
                           help="only families of this split (default: every family, each task marked with its split)")
     generate.add_argument("--output", required=True, metavar="FILE", help="the task file to write (.json or .yaml)")
+    generate.add_argument("--exclude", nargs="+", default=[], metavar="FILE",
+                          help="task files or folders (or bundled:/generated: specs, as tasks overlap reads) whose "
+                               "tasks the set must not hold (same id, reference or answer); the generator's next "
+                               "tasks take their place")
+    generate.add_argument("--progress-every", type=int, default=1000, metavar="N",
+                          help="written to a file or pipe: a progress line per N tasks checked (default 1000)")
     generate.set_defaults(func=cmd_generate)
+
+    overlap = sub.add_parser("overlap", help="what two task sets share, by id, instruction, reference solution "
+                                             "and answer; exit 1 when they share anything, 0 when not")
+    overlap.add_argument("a", metavar="A", help=SPEC_HELP)
+    overlap.add_argument("b", metavar="B", help="the same kinds as A, of the same domain")
+    overlap.add_argument("--json", action="store_true", help="print the counts and examples as JSON")
+    overlap.add_argument("--examples", type=int, default=5, help="examples shown per key (default 5)")
+    overlap.set_defaults(func=cmd_overlap)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a domain's task files")
     schema.add_argument("--domain", default=default, help=f"default: {default}")
@@ -123,9 +142,10 @@ def _report_problems(sources: list[TaskSource]) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print a table of tasks (bundled, or of ``--tasks``), filtered by domain and category."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from agentunit_gym.cli.console import table_console
 
     pairs, sources = _selected(args)
     if args.json:
@@ -154,10 +174,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                            + "".join(f" ({note})" for note in task.list_notes())), str(task.k_opt),
                       Text(task.instruction))
         count += 1
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        # Piped or captured output has no width; do not squeeze the columns into 80.
-        console = Console(file=sys.stdout, width=200)
+    console = table_console(file=sys.stdout)
     console.print(table)
     console.print(f"{count} task(s)")
     _report_problems(sources)
@@ -228,13 +245,35 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.n < 1:
         print(f"agentunit-gym tasks generate: error: -n must be at least 1, got {args.n}", file=sys.stderr)
         return 2
-    domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split, output=args.output)
+    excluded = [t for spec in args.exclude for t in load_task_set(spec).tasks]
+    from agentunit_gym.cli.console import ItemProgress
+
+    with ItemProgress("tasks generate", every=args.progress_every) as progress:
+        domain, tasks, path = write_generated(args.env, args.n, seed=args.seed, split=args.split,
+                                              output=args.output, exclude=excluded, progress=progress)
     counts: dict[str, int] = {}
     for task in tasks:
         counts[task.split or "none"] = counts.get(task.split or "none", 0) + 1
     splits = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"wrote {len(tasks)} {domain.name} task(s) to {path} ({splits}); ids {tasks[0].id} ... {tasks[-1].id}")
     return 0
+
+
+def cmd_overlap(args: argparse.Namespace) -> int:
+    """Run :func:`~agentunit_gym.core.task_sets.overlap_of`; print counts and examples per key."""
+    found = overlap_of(args.a, args.b)
+    if args.json:
+        print(json.dumps(found.to_json(args.examples), indent=1, ensure_ascii=False))
+        return 1 if found.overlap.any else 0
+    result = found.overlap
+    print(f"A: {args.a} ({result.a_count} {found.a.domain.name} task(s)); B: {args.b} ({result.b_count})")
+    for key, count in result.counts().items():
+        print(f"{key}: {count} task(s) of A share it with B")
+        for shared in result.shared.get(key, ())[:args.examples]:
+            print(f"  {_short(shared.value, 100)}: A {', '.join(shared.a_ids[:3])}; B {', '.join(shared.b_ids[:3])}"
+                  + (f" (+{len(shared.b_ids) - 3})" if len(shared.b_ids) > 3 else ""))
+    print("shared: yes" if result.any else "shared: nothing")
+    return 1 if result.any else 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -245,10 +284,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run :func:`~agentunit_gym.eval.taskcheck.check_tasks` and print its table (or JSON)."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from agentunit_gym.cli.console import ItemProgress, table_console
+    from agentunit_gym.eval.records import EpisodeRecord
     from agentunit_gym.eval.taskcheck import check_tasks
     from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
@@ -262,8 +302,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         run_envs = [get_domain(name).envs[0].id for name in tasks_by_domain(load_sources(args.paths))]
         options = resolve_env_options(args.env_option, run_envs, args.backends or ("auto",)) if run_envs else {}
-    result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
-                         concurrency=args.concurrency, network=args.network, env_options_by_env=options)
+    with ItemProgress("tasks check: oracle episodes", every=args.progress_every) as progress:
+        def episode_done(record: EpisodeRecord, done: int, total: int) -> None:
+            mark = "ok" if record.success else (record.finish_reason or record.status)
+            progress(done, total, f"{record.task_id}: {mark}")
+
+        result = check_tasks(args.paths, backends=args.backends or ("auto",), output=args.output,
+                             concurrency=args.concurrency, network=args.network, env_options_by_env=options,
+                             progress=episode_done)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.ok else 1
@@ -276,9 +322,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         reasons = "\n".join(f"{count}x {_short(reason)}" for reason, count in f.top_reasons())
         table.add_row(Text(f.file), Text(f.domain), str(f.loaded), str(len(f.not_converted)), str(f.ran),
                       str(f.passed), str(len(f.failed)), str(len(f.not_run)), Text(reasons))
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        console = Console(file=sys.stdout, width=200)
+    console = table_console(file=sys.stdout)
     console.print(table)
     for f in result.files:
         for failure in [*f.not_converted, *f.not_run, *f.failed]:

@@ -41,6 +41,7 @@ from agentunit_gym.core.conversation import ConversationBuilder
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.loader import LoadProblem, LoadResult, collect_tasks
+from agentunit_gym.tasks.overlap import TaskKeysOf, default_task_keys
 from agentunit_gym.tasks.spec import TaskSpec
 from agentunit_gym.tasks.splits import assign_splits, family_of
 
@@ -176,16 +177,18 @@ class TaskLoader:
 
 @dataclass(frozen=True)
 class TaskGenerator:
-    """The domain's task generator: seeded, namespaced ids, a reference solution per task.
+    """The domain's task generator: seeded, ids that name content, a reference solution per task.
 
     ``generate`` names (``"module:function"``, imported on first use, so the description
     stays cheap to build) a function ``generate(count, *, seed=0, split=None) -> list[TaskSpec]``
     that returns ``count`` distinct tasks of the domain's task model, each with a reference
-    solution its oracle replay scores 1 on, with ids ``gen-<domain>-s<seed>-<index>``
-    (``gen-<domain>-s<seed>-<split>-<index>`` when a split is asked for), ``template`` set to
-    its family (``gen-<domain>/<template>``) and ``split`` to that family's split. The same
-    ``(count, seed, split)`` gives the same tasks; a longer ``count`` extends a shorter one.
-    With ``split`` only the families of that split are used (see :mod:`agentunit_gym.tasks.splits`).
+    solution its oracle replay scores 1 on, ``template`` set to its family and ``split`` to that
+    family's split, and an id that names its content (:func:`~agentunit_gym.tasks.overlap.content_id`:
+    ``gen-<domain>-<family>-<hash of what was drawn>``), so the same task has the same id in every
+    seed and set. The same ``(count, seed, split)`` gives the same tasks; a longer ``count``
+    extends a shorter one. With ``split`` only the families of that split are used (see
+    :mod:`agentunit_gym.tasks.splits`). When ``count`` is more than the families make it raises
+    :class:`~agentunit_gym.errors.ConfigError` with the number available.
 
     ``templates`` names a function ``templates() -> tuple[str, ...]``: every family the
     generator can produce (for tests and ``docs``).
@@ -197,6 +200,9 @@ class TaskGenerator:
     """``"module:function"`` of the generator (see above)."""
     templates: str
     """``"module:function"`` listing the generator's families."""
+    ceiling: str | None = None
+    """``"module:function"`` of ``ceiling(split) -> int``: how many distinct tasks the generator
+    makes in ``split`` (None: every split); None here when it is too large to count."""
 
 
 @dataclass(frozen=True)
@@ -418,6 +424,9 @@ class Domain:
     critic proposes them from the run's episodes."""
     generator: TaskGenerator | None = None
     """How to make more tasks (``agentunit-gym tasks generate``); None when the domain has no generator."""
+    task_keys: TaskKeysOf = default_task_keys
+    """How two tasks of the domain are the same task: a task's instruction, reference and answer
+    keys (:mod:`agentunit_gym.tasks.overlap`; ``tasks overlap`` and generated train sets read them)."""
     task_family: Callable[[TaskSpec], str] = family_of
     """The family of a bundled task (what it is an instance of), from which its split follows
     (:func:`agentunit_gym.tasks.splits.split_of_family`). Default: its ``template``, else its id."""
@@ -546,37 +555,29 @@ class Domain:
         tasks = list(_bundled_with_splits(self.suite, self.task_model, self.task_family))
         return filter_split(tasks, split, where=f"the bundled {self.name} suite")
 
-    def generate_tasks(self, count: int, *, seed: int = 0, split: str | None = None) -> list[TaskSpec]:
-        """``count`` generated tasks (see :class:`TaskGenerator`), checked against the bundled ids.
+    def generate_tasks(self, count: int, *, seed: int = 0, split: str | None = None,
+                       exclude: Sequence[TaskSpec] = (),
+                       progress: Callable[[int, int | None, str], None] | None = None) -> list[TaskSpec]:
+        """``count`` generated tasks (see :class:`TaskGenerator`); a ``train`` set holds no task that
+        shares an overlap key with a bundled test task, and no set one that shares an id, reference
+        or answer with ``exclude`` (:func:`agentunit_gym.tasks.generated.draw_checked`).
 
         Raises:
-            ConfigError: the domain has no generator, a count below 1, an unknown split, or a
-                generator that broke its contract (a wrong id, a repeated or bundled id).
+            ConfigError: the domain has no generator, a count below 1, an unknown split, fewer
+                tasks available than asked for (the message gives the number), or a generator
+                that broke its contract (an id not ``gen-<domain>-...``, a repeated or bundled id).
         """
-        from agentunit_gym.tasks.splits import check_split
+        from agentunit_gym.tasks.generated import draw_checked
 
         if self.generator is None:
             raise ConfigError(f"the {self.name} domain has no task generator; domains with one: see "
                               "`agentunit-gym tasks generate --help`.")
-        if count < 1:
-            raise ConfigError(f"the number of tasks to generate must be at least 1, got {count}.")
-        if split is not None:
-            check_split(split)
-            if split == "dev":
-                raise ConfigError("generated tasks are train or test, not dev (dev is AgentBench's name); "
-                                  "pass --split train or --split test.")
-        tasks: list[TaskSpec] = import_object(self.generator.generate)(count, seed=seed, split=split)
-        prefix = f"gen-{self.name}-s{seed}-" + (f"{split}-" if split else "")
-        bundled = {t.id for t in self.bundled_tasks()}
-        seen: set[str] = set()
-        for task in tasks:
-            if not task.id.startswith(prefix) or task.id in bundled or task.id in seen:
-                raise ConfigError(f"the {self.name} generator made task id {task.id!r}: expected a new id "
-                                  f"starting with {prefix!r}; fix the generator ({self.generator.generate}).")
-            seen.add(task.id)
-        if len(tasks) != count:
-            raise ConfigError(f"the {self.name} generator made {len(tasks)} task(s), expected {count}.")
-        return tasks
+        tests = [t for t in self.bundled_tasks() if t.split == "test"] if split == "train" else []
+        ceiling = import_object(self.generator.ceiling) if self.generator.ceiling else None
+        return draw_checked(import_object(self.generator.generate), count, seed=seed, split=split,
+                            keys_of=self.task_keys, tests=tests, exclude=exclude, ceiling=ceiling, name=self.name,
+                            bundled_ids={t.id for t in self.bundled_tasks()}, where=self.generator.generate,
+                            progress=progress)
 
     def generator_templates(self) -> tuple[str, ...]:
         """Every family the domain's generator produces (empty without a generator)."""

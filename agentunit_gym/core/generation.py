@@ -1,8 +1,9 @@
 """Write generated task sets: ``agentunit-gym tasks generate`` as a library call.
 
 The generator itself is the domain's (:class:`~agentunit_gym.core.domain.TaskGenerator`);
-this module picks the domain from an env id, calls it, and writes a native task file that
-``--tasks``, ``tasks validate`` and ``tasks check`` read back.
+this module picks the domain from an env id, calls it, keeps test tasks out of a train set
+and the ``--exclude`` sets out of any set, and writes a native task file that ``--tasks``,
+``tasks validate`` and ``tasks check`` read back.
 
 Example:
 
@@ -13,13 +14,14 @@ Example:
     ...     domain, tasks, path = write_generated("DB-v0", 20, seed=0, split="train",
     ...                                           output=Path(folder) / "db-train.json")
     ...     written = json.loads(path.read_text())["tasks"]
-    >>> domain.name, len(tasks), len(written), written[0]["id"]
-    ('db', 20, 20, 'gen-db-s0-train-00000')
+    >>> domain.name, len(tasks), len(written), written[0]["id"]  # an id that names the task's content
+    ('db', 20, 20, 'gen-db-delete-below-388b494f93ae')
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
@@ -28,6 +30,9 @@ from agentunit_gym.core.domain import Domain
 from agentunit_gym.core.registry import domain_of_env, domains, env_ids
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.spec import TaskSpec
+
+DrawProgress = Callable[[int, int | None, str], None]
+"""``progress(done, total, note)``: tasks drawn or checked so far (see :func:`write_generated`)."""
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The installed ``agentunit_gym`` package: generated sets are never written inside it."""
@@ -57,16 +62,21 @@ def task_items(tasks: list[TaskSpec]) -> list[dict[str, object]]:
 
 
 def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None = None,
-                    output: str | Path) -> tuple[Domain, list[TaskSpec], Path]:
+                    output: str | Path, exclude: Sequence[TaskSpec] = (),
+                    progress: DrawProgress | None = None) -> tuple[Domain, list[TaskSpec], Path]:
     """Generate ``count`` tasks of ``env_id``'s domain and write them to ``output`` (JSON, or YAML
     by the suffix ``.yaml``/``.yml``).
+
+    Args:
+        exclude: tasks the set must not hold (``--exclude``: by id, reference or answer).
 
     Returns:
         The domain, the tasks and the file written.
 
     Raises:
-        ConfigError: an unknown env, a domain without a generator, a bad count or split, or an
-            output inside the installed package (generated sets never go there).
+        ConfigError: an unknown env, a domain without a generator, a bad count or split, fewer
+            tasks available than ``count``, or an output inside the installed package (generated
+            sets never go there).
     """
     domain = domain_for_env(env_id)
     path = Path(output)
@@ -76,7 +86,7 @@ def write_generated(env_id: str, count: int, *, seed: int = 0, split: str | None
                           "sets are never written there: give a path outside it, e.g. ./generated/tasks.json.")
     if path.suffix not in (".json", ".yaml", ".yml"):
         raise ConfigError(f"--output {path}: expected a .json, .yaml or .yml file name, found {path.suffix or 'none'}.")
-    tasks = domain.generate_tasks(count, seed=seed, split=split)
+    tasks = domain.generate_tasks(count, seed=seed, split=split, exclude=exclude, progress=progress)
     items = task_items(tasks)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".json":

@@ -30,6 +30,7 @@ from agentunit_gym.eval.evaluate import evaluate
 from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
 from agentunit_gym.eval.routing import env_domain
 from agentunit_gym.eval.runner import EvalConfig
+from agentunit_gym.eval.slots import ProgressFn
 from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
 _LOCATION = re.compile(r"(?::\d+|#[^#/]+)$")
@@ -132,7 +133,8 @@ def _reason(record: EpisodeRecord) -> Failure:
 
 def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto",), output: str | Path | None = None,
                 concurrency: int = 4, episode_timeout_s: float = 600.0, network: bool = False,
-                env_options_by_env: Mapping[str, Mapping[str, Any]] | None = None) -> TaskCheck:
+                env_options_by_env: Mapping[str, Mapping[str, Any]] | None = None,
+                progress: ProgressFn | None = None) -> TaskCheck:
     """Load ``paths`` as ``--tasks`` does, run the oracle over what converted, count per file.
 
     Args:
@@ -150,6 +152,8 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
             server nobody named (:class:`~agentunit_gym.errors.EndpointRequiredError`) runs
             nothing: its items are listed as not run with the error's first sentence, and the
             other files are checked.
+        progress: called after each oracle episode with the record, the episodes done and
+            their total (as :func:`~agentunit_gym.eval.evaluate.evaluate` calls it).
 
     Returns:
         One :class:`FileCheck` per source file, in the order read.
@@ -204,10 +208,10 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
     if grouped:
         if output is not None:
             run_dir = Path(output)
-            records, stopped, left_out = _run_oracle(config, run_dir)
+            records, stopped, left_out = _run_oracle(config, run_dir, progress)
         else:
             with tempfile.TemporaryDirectory(prefix="agentunit-check-") as tmp:
-                records, stopped, left_out = _run_oracle(config, Path(tmp) / "run")
+                records, stopped, left_out = _run_oracle(config, Path(tmp) / "run", progress)
         seen: set[tuple[str, str]] = set()
         for record in records:
             domain = env_domain(record.env_id) or ""
@@ -252,13 +256,13 @@ def _envs_needing_a_server(config: EvalConfig) -> dict[str, str]:
     return found
 
 
-def _run_oracle(config: EvalConfig, run_dir: Path) -> tuple[list[EpisodeRecord], str | None,
-                                                              dict[tuple[str, str], str]]:
+def _run_oracle(config: EvalConfig, run_dir: Path, progress: ProgressFn | None = None,
+                ) -> tuple[list[EpisodeRecord], str | None, dict[tuple[str, str], str]]:
     """The oracle's episodes in ``run_dir``, why the run stopped early when it did, and the
     reason of each task its env left out, by ``(domain, task id)``."""
     stopped: str | None = None
     try:
-        evaluate(config, run_dir)
+        evaluate(config, run_dir, progress=progress)
     except RunStoppedError as exc:  # the episodes that finished are saved: report them
         stopped = str(exc)
     paths = RunPaths(run_dir)

@@ -19,6 +19,7 @@ import pytest
 
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES, ExecResult
 from agentunit_gym.backends.sandbox.local import LocalSandbox, cgroup
+from agentunit_gym.backends.sandbox.local.procfs import _children_ints
 from agentunit_gym.backends.sandbox.local.spawner import CAPABILITY_NUMBERS, Spawner
 from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.images.os.shell_protocol import EXITED_NOTE
@@ -238,6 +239,21 @@ def test_the_agent_cannot_stall_the_spawner_through_the_files_it_owns(pair: tupl
     assert _spawner_pid(sb) == pid  # the same spawner: a stalled one is killed and replaced at the reset
 
 
+def _holds_a_pidfd_of(pid: int) -> bool:
+    """Whether this process holds a pidfd of ``pid`` (the host has it once the spawner said
+    ``started``)."""
+    for fd in os.listdir("/proc/self/fdinfo"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/self/fdinfo/{fd}") as f:
+                if f"Pid:\t{pid}\n" in f.read():
+                    return True
+    return False
+
+
+def _left_in_the_box(sb: LocalSandbox, command: str) -> bool:
+    return command in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+
+
 def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[LocalSandbox, LocalSandbox]) -> None:
     sb = pair[0]
     sb.shell("true")
@@ -247,7 +263,12 @@ def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[Lo
     # second one-off queued behind it would time out.
     long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 7304", timeout=60)))
     long_one.start()
-    assert _commands_of(pid, "sleep", deadline_s=30), "the one-off did not start under the spawner"
+    found = _commands_of(pid, "sleep", deadline_s=30)
+    assert len(found) == 1, "the one-off did not start under the spawner"
+    command = found[0]
+    # Killed once the host holds the command's pidfd (the spawner said "started"); killed
+    # before that: the next test.
+    wait_until(lambda: _holds_a_pidfd_of(command), 30, "the spawner to hand the host the command's pidfd")
     os.kill(pid, signal.SIGKILL)
     result = sb.run("echo second", timeout=30)
     assert (result.exit_code, result.output) == (0, "second\n"), result  # through the chain
@@ -255,8 +276,65 @@ def test_a_spawner_killed_while_a_one_off_runs_is_noticed_at_once(pair: tuple[Lo
     long_one.join(timeout=60)
     assert results and results[0].exit_code == -9, results  # as run() reports a kill, not a timeout
     # And it is gone (a sleep that ended by itself hid a command that outlived its -9 here).
-    wait_until(lambda: "sleep 7304" not in sb.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output,
-               30, "the one-off reported killed to be gone from the box")
+    wait_until(lambda: not _left_in_the_box(sb, "sleep 7304"), 30, "the one-off reported killed to be gone")
+
+
+_PTRACE_SEIZE, _PTRACE_CONT, _PTRACE_DETACH = 0x4206, 7, 17
+_PTRACE_O_TRACEFORK, _PTRACE_O_TRACEVFORKDONE = 0x2, 0x20
+_PTRACE_EVENT_FORK, _PTRACE_EVENT_VFORK_DONE = 1, 5
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("start", [
+    pytest.param("itself", marks=pytest.mark.skipif(not _system_python_at_least((3, 11)),
+                                                    reason="the spawner starts commands itself on Python 3.11+")),
+    pytest.param("by a child")])
+def test_a_spawner_killed_before_it_hands_over_a_started_one_off_leaves_nothing_running(
+        mechanism: str, start: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The spawner hands the host a command's pidfd ("started") only after the command's exec:
+    # its vfork returns then, and a forked child runs on to its exec by itself. A spawner
+    # killed before that (here stopped by us, its tracer, at that return or right after the
+    # fork, and killed there) left a command running that the host had no handle on, reported
+    # as killed. The host now kills what the dead spawner left: its children, which the kernel
+    # gave to the box's init.
+    if start == "by a child":  # a process limit to set (no pids cgroup): a forked child sets it
+        monkeypatch.setattr(cgroup, "find_hierarchies", no_cgroup_here)
+    libc = ctypes.CDLL(None, use_errno=True)
+    sb = LocalSandbox(isolation=mechanism, warm_spare=False)  # type: ignore[arg-type]
+    with sb:
+        sb.shell("true")
+        spawner = _spawner_pid(sb)
+        options, event = ((_PTRACE_O_TRACEVFORKDONE, _PTRACE_EVENT_VFORK_DONE) if start == "itself"
+                          else (_PTRACE_O_TRACEFORK, _PTRACE_EVENT_FORK))
+        assert libc.ptrace(ctypes.c_long(_PTRACE_SEIZE), spawner, None, ctypes.c_void_p(options)) == 0, \
+            ctypes.get_errno()
+        results: list[ExecResult] = []
+        long_one = threading.Thread(target=lambda: results.append(sb.run("sleep 7304", timeout=60)))
+        try:
+            long_one.start()
+
+            def at_the_event() -> bool:
+                pid, status = os.waitpid(spawner, os.WNOHANG | _WALL)
+                if not pid or not os.WIFSTOPPED(status):
+                    return False
+                if status >> 16 == event:
+                    return True
+                libc.ptrace(ctypes.c_long(_PTRACE_CONT), spawner, None, ctypes.c_void_p(os.WSTOPSIG(status)))
+                return False
+
+            wait_until(at_the_event, 30, f"the spawner to stop at its start of the command ({start})")
+            (child,) = _children_ints(spawner)
+            if start == "by a child":  # traced from its fork on, and stopped: it goes on alone
+                os.waitpid(child, _WALL)
+                assert libc.ptrace(ctypes.c_long(_PTRACE_DETACH), child, None, None) == 0, ctypes.get_errno()
+            assert not results
+        finally:
+            os.kill(spawner, signal.SIGKILL)
+            os.waitpid(spawner, _WALL)  # its end, to us as its tracer: handed back to its parent
+        long_one.join(timeout=60)
+        assert results and results[0].exit_code == -9, results
+        wait_until(lambda: not _left_in_the_box(sb, "sleep 7304"), 30, "the one-off reported killed to be gone")
+        assert sb.run("echo next").output == "next\n"
 
 
 def _commands_of(spawner: int, comm: str, deadline_s: float = 5.0) -> list[int]:

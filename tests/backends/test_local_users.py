@@ -36,10 +36,16 @@ def many_users_unavailable() -> str | None:
     return None
 
 
-@pytest.fixture
-def need_many_users() -> None:
+def skip_unless_many_users() -> None:
+    """Skip the calling test where a local sandbox cannot map many users (a failure under
+    AGENTUNIT_REQUIRE_CGROUP=1). For a parametrized case: a fixture mark cannot go in ``pytest.param``."""
     if (reason := many_users_unavailable()) is not None:
         skip_without_cgroup(reason)
+
+
+@pytest.fixture
+def need_many_users() -> None:
+    skip_unless_many_users()
 
 
 many_users = pytest.mark.usefixtures("need_many_users")

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from agentunit_gym.domains.os.users import ONE_UID
-from tests.backends.test_local_users import many_users_unavailable
+from tests.backends.test_local_users import skip_unless_many_users
 from tests.cli.clitools import cli
-from tests.conftest import skip_without_cgroup
 from tests.domains.db.test_agentbench import DEV
 
 OS_ITEMS: list[dict[str, Any]] = [
@@ -128,8 +127,8 @@ def test_a_run_the_evaluator_stops_early_counts_the_rest_as_not_run(
 
     real = taskcheck.evaluate
 
-    def stops_after_one(config: EvalConfig, output: Path) -> None:
-        real(config.model_copy(update={"task_ids": ("dev-00000",)}), output)
+    def stops_after_one(config: EvalConfig, output: Path, progress: Any = None) -> None:
+        real(config.model_copy(update={"task_ids": ("dev-00000",)}), output, progress=progress)
         raise RunStoppedError("stopped early: 5 of the 5 episodes finished so far failed for the same reason: X.")
 
     monkeypatch.setattr(taskcheck, "evaluate", stops_after_one)
@@ -165,8 +164,8 @@ def test_items_that_switch_users_run_where_the_sandbox_maps_many(
     from agentunit_gym.backends.sandbox import usermap
     from agentunit_gym.eval.taskcheck import check_tasks
 
-    if many and (reason := many_users_unavailable()) is not None:
-        skip_without_cgroup(reason)  # a failure under AGENTUNIT_REQUIRE_CGROUP=1
+    if many:
+        skip_unless_many_users()  # a failure under AGENTUNIT_REQUIRE_CGROUP=1
     if not many:  # what a non-root caller's sandbox decides
         monkeypatch.setattr(usermap, "user_switching", lambda isolation="auto": usermap.Support(False, "one uid"))
     native = tmp_path / "users.yaml"

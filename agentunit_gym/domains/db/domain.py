@@ -7,6 +7,7 @@ from pathlib import Path
 from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.db.agentbench import collect_agentbench_db, is_agentbench_db
 from agentunit_gym.domains.db.destructive import destructive_sql
+from agentunit_gym.domains.db.keys import db_task_keys
 from agentunit_gym.domains.db.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.db.prompt import PROMPT
 from agentunit_gym.domains.db.protocols import PROTOCOLS
@@ -39,11 +40,13 @@ DOMAIN = Domain(
                    detect=is_agentbench_db, load=collect_agentbench_db),
     ),
     suite=_HERE / "suite",
+    task_keys=db_task_keys,
     generator=TaskGenerator(
         "23 query families (SELECT counts, aggregates, comparisons, rankings; INSERT, UPDATE, DELETE) x "
         "parameters drawn from the bundled suite's ten tables (~14k distinct tasks), answers computed on sqlite",
         generate="agentunit_gym.domains.db.generate:generate",
         templates="agentunit_gym.domains.db.generate:templates",
+        ceiling="agentunit_gym.domains.db.generate:ceiling",
     ),
     traps=_HERE / "traps.yaml",
     destructive_check=destructive_sql,

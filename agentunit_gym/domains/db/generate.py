@@ -11,11 +11,14 @@ UPDATE values come from a generator with a fixed seed); ``seed`` only decides th
 
 Example:
 
-    >>> from agentunit_gym.domains.db.generate import generate
+    >>> from agentunit_gym.domains.db.generate import ceiling, generate
+    >>> from agentunit_gym.tasks.overlap import content_id
     >>> tasks = generate(100, seed=0, split="train")
-    >>> len(tasks), tasks[0].id, tasks[-1].id
-    (100, 'gen-db-s0-train-00000', 'gen-db-s0-train-00099')
-    >>> tasks[0].instruction == generate(100, seed=0, split="train")[0].instruction  # seeded: the same set again
+    >>> len(tasks), tasks[0].id == content_id("db", tasks[0].template, tasks[0].reference_sql[0])
+    (100, True)
+    >>> tasks[0].id == generate(100, seed=0, split="train")[0].id  # seeded: the same set again
+    True
+    >>> tasks[0].id in {t.id for t in generate(ceiling(), seed=1)}  # the same task has one id in every seed
     True
 """
 
@@ -31,6 +34,7 @@ from typing import Any
 from agentunit_gym.backends.sql.sqlite import SQLiteBackend, SQLiteEpisode
 from agentunit_gym.domains.db.task import DBTable, DBTask
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.overlap import content_id
 from agentunit_gym.tasks.splits import split_of_family
 
 MAX_ANSWERS = 10
@@ -308,8 +312,16 @@ def candidates() -> Sequence[Candidate]:
     return _pool()[0]
 
 
+def ceiling(split: str | None = None) -> int:
+    """How many distinct tasks the families make (of ``split``'s families only)."""
+    return sum(1 for c in candidates() if split is None or split_of_family(c.template) == split)
+
+
 def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[DBTask]:
     """``count`` distinct tasks drawn with ``seed`` from :func:`candidates` (of ``split``'s families only).
+
+    A task's id names its statement (``gen-db-<family>-<hash>``, see
+    :func:`~agentunit_gym.tasks.overlap.content_id`): the same in every seed and set.
 
     Raises:
         ConfigError: more tasks asked for than the families make.
@@ -321,13 +333,12 @@ def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[DBT
                           f"{f' in split {split!r}' if split else ''}, {count} were asked for; ask for fewer.")
     order = list(range(len(chosen)))
     random.Random(f"gen-db:{seed}").shuffle(order)
-    prefix = f"gen-db-s{seed}-" + (f"{split}-" if split else "")
     tasks = []
-    for index, position in enumerate(order[:count]):
+    for position in order[:count]:
         c = chosen[position]
         spec, description = tables[c.table]
         data: dict[str, Any] = {
-            "id": f"{prefix}{index:05d}",
+            "id": content_id("db", c.template, c.sql),
             "type": c.type,
             "instruction": c.instruction,
             "description": description,

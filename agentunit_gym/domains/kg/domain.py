@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.kg.agentbench import collect_agentbench_kg, looks_like_agentbench_kg
+from agentunit_gym.domains.kg.keys import kg_task_keys
 from agentunit_gym.domains.kg.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.kg.prompt import PROMPT
 from agentunit_gym.domains.kg.protocols import PROTOCOLS
@@ -38,11 +39,13 @@ DOMAIN = Domain(
                    detect=looks_like_agentbench_kg, load=collect_agentbench_kg),
     ),
     suite=_HERE / "suite",
+    task_keys=kg_task_keys,
     generator=TaskGenerator(
         "questions from 14 templates (the bundled suite's nine and five more) over every fitting entity of the "
         "bundled graph, answers computed from the graph (~24k distinct questions)",
         generate="agentunit_gym.domains.kg.generate:generate",
         templates="agentunit_gym.domains.kg.generate:templates",
+        ceiling="agentunit_gym.domains.kg.generate:ceiling",
     ),
     traps=_HERE / "traps.yaml",
     criteria=_HERE / "criteria.yaml",

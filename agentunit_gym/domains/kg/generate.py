@@ -10,10 +10,11 @@ members (a count above zero). The test suite replays a sample through the env.
 Example:
 
     >>> from agentunit_gym.domains.kg.generate import generate
+    >>> from agentunit_gym.tasks.overlap import content_id
     >>> tasks = generate(3, seed=3, split="train")
-    >>> [task.id for task in tasks]
-    ['gen-kg-s3-train-00000', 'gen-kg-s3-train-00001', 'gen-kg-s3-train-00002']
-    >>> tasks[0].instruction == generate(3, seed=3, split="train")[0].instruction  # seeded: the same set again
+    >>> tasks[0].id == content_id("kg", tasks[0].template, tasks[0].question)
+    True
+    >>> [t.id for t in tasks] == [t.id for t in generate(3, seed=3, split="train")]  # seeded: the same set again
     True
 """
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from agentunit_gym.domains.kg.task import KGTask
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.overlap import content_id
 from agentunit_gym.tasks.splits import split_of_family
 
 NS = "http://rdf.freebase.com/ns/"
@@ -338,8 +340,16 @@ def candidates() -> tuple[Candidate, ...]:
     return tuple(out)
 
 
+def ceiling(split: str | None = None) -> int:
+    """How many distinct questions the templates make (of ``split``'s families only)."""
+    return sum(1 for c in candidates() if split is None or split_of_family(c.template) == split)
+
+
 def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[KGTask]:
     """``count`` distinct questions, drawn with ``seed`` from :func:`candidates` (of ``split``'s families only).
+
+    A question's id names it (``gen-kg-<family>-<hash>``, see
+    :func:`~agentunit_gym.tasks.overlap.content_id`): the same in every seed and set.
 
     Raises:
         ConfigError: more questions asked for than the templates make.
@@ -351,12 +361,11 @@ def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[KGT
     order = list(range(len(pool)))
     random.Random(f"gen-kg:{seed}").shuffle(order)
     g = _graph()
-    prefix = f"gen-kg-s{seed}-" + (f"{split}-" if split else "")
     tasks = []
-    for index, position in enumerate(order[:count]):
+    for position in order[:count]:
         c = pool[position]
         tasks.append(KGTask.model_validate({
-            "id": f"{prefix}{index:05d}",
+            "id": content_id("kg", c.template, c.question),
             "category": c.category,
             "question": c.question,
             "entities": dict(c.entities),

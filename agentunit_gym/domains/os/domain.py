@@ -14,6 +14,7 @@ from agentunit_gym.core.domain import (
     TaskLoader,
 )
 from agentunit_gym.domains.os.agentbench import collect_agentbench_os, is_agentbench_os
+from agentunit_gym.domains.os.keys import os_task_keys
 from agentunit_gym.domains.os.prompt import PROMPT
 from agentunit_gym.domains.os.protocols import PROTOCOLS
 from agentunit_gym.domains.os.task import OSTask
@@ -45,6 +46,7 @@ DOMAIN = Domain(
                    detect=is_agentbench_os, load=collect_agentbench_os),
     ),
     suite=_HERE / "suite",
+    task_keys=os_task_keys,
     generator=TaskGenerator(
         "21 templated families (files, permissions, text processing, archives, processes, users: "
         "agentunit_gym/domains/os/templates.yaml) with drawn names, counts, sizes, modes and contents; "

@@ -11,9 +11,9 @@ Example:
 
     >>> from agentunit_gym.domains.os.generate import generate
     >>> tasks = generate(500, seed=7, split="train")
-    >>> len(tasks), tasks[0].id, tasks[-1].id
-    (500, 'gen-os-s7-train-00000', 'gen-os-s7-train-00499')
-    >>> tasks[0].instruction == generate(500, seed=7, split="train")[0].instruction  # seeded: the same set again
+    >>> len(tasks), len({t.id for t in tasks}), tasks[0].id.startswith("gen-os-" + tasks[0].template[7:] + "-")
+    (500, 500, True)
+    >>> tasks[0].id == generate(500, seed=7, split="train")[0].id  # seeded: the same set again
     True
 """
 
@@ -32,6 +32,7 @@ import yaml
 
 from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.overlap import content_id
 from agentunit_gym.tasks.splits import split_of_family
 
 TEMPLATE_FILE = Path(__file__).with_name("templates.yaml")
@@ -283,6 +284,9 @@ def make_task(family: str, values: dict[str, Any], task_id: str) -> OSTask:
 def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[OSTask]:
     """``count`` distinct tasks, families drawn uniformly (of ``split``'s families only), values drawn with ``seed``.
 
+    A task's id names its family and drawn values (``gen-os-<family>-<hash>``, see
+    :func:`~agentunit_gym.tasks.overlap.content_id`): the same in every seed and set.
+
     Raises:
         ConfigError: ``split`` leaves no family.
     """
@@ -290,15 +294,14 @@ def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[OST
     if not families:
         raise ConfigError(f"no OS family is in split {split!r}; generate without a split, or with another one.")
     rng = random.Random(f"gen-os:{seed}:{split}")
-    prefix = f"gen-os-s{seed}-" + (f"{split}-" if split else "")
     seen: set[str] = set()
     tasks: list[OSTask] = []
     while len(tasks) < count:
         family = rng.choice(families)
         values = DRAWERS[family](rng)
-        key = family + repr(sorted(values.items()))
-        if key in seen:
+        task_id = content_id("os", family, sorted(values.items()))
+        if task_id in seen:
             continue
-        seen.add(key)
-        tasks.append(make_task(family, values, f"{prefix}{len(tasks):05d}"))
+        seen.add(task_id)
+        tasks.append(make_task(family, values, task_id))
     return tasks

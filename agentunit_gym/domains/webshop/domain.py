@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agentunit_gym.core.domain import BackendSpec, Domain, DomainImage, EnvSpec, TaskGenerator, TaskLoader
 from agentunit_gym.domains.webshop.goals import goal_family
+from agentunit_gym.domains.webshop.keys import webshop_task_keys
 from agentunit_gym.domains.webshop.metrics import HEADLINE, METRICS, REPORT_SECTIONS
 from agentunit_gym.domains.webshop.prompt import PROMPT
 from agentunit_gym.domains.webshop.protocols import PROTOCOLS
@@ -53,6 +54,7 @@ DOMAIN = Domain(
                    detect=_is_webshop_data, load=_load_webshop_data),
     ),
     suite=_HERE / "suite",
+    task_keys=webshop_task_keys,
     task_family=goal_family,
     generator=TaskGenerator(
         "goals over the default 100k-product catalog, at most one per product (~3-5 ms a goal), "

@@ -10,8 +10,8 @@ its page, the product, each goal option, ``Buy Now``. Every goal is replayed on 
 embedded shop before it is kept, and must earn reward 1.
 
 Generated goal sets (``agentunit-gym tasks generate --env WebShop-v0 -n N --seed S``) come
-from :func:`generate`: goals over the default catalog with ids of their own
-(``gen-webshop-s<seed>-<index>``), each target a different product, and with ``--split``
+from :func:`generate`: goals over the default catalog with ids that name them
+(``gen-webshop-<product type>-<hash of the goal>``), each target a different product, and with ``--split``
 only products whose type's family (``webshop/<query>``, :func:`goal_family`) is in that
 split, so a generated train goal never shares a product type with a bundled test goal.
 One goal takes ~3 ms once the shop's index is open.
@@ -38,6 +38,7 @@ from agentunit_gym.backends.shop.engine import PRODUCT_WINDOW, EmbeddedSession, 
 from agentunit_gym.backends.shop.taxonomy import TYPES, ProductType
 from agentunit_gym.domains.webshop.task import WebShopTask
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.tasks.overlap import content_id
 from agentunit_gym.tasks.spec import TaskSpec
 from agentunit_gym.tasks.splits import split_of_family
 
@@ -146,7 +147,7 @@ def goal_family(task: TaskSpec) -> str:
 
 
 def generate_goals(shop: Shop, count: int, *, seed: int | str = 0, catalog_ref: str | None = None,
-                   id_prefix: str = "webshop-", keep: Callable[[Product], bool] | None = None,
+                   id_prefix: str | None = "webshop-", keep: Callable[[Product], bool] | None = None,
                    mark_split: bool = False) -> list[WebShopTask]:
     """``count`` goals over ``shop``'s catalog, each checked to earn reward 1 by its reference.
 
@@ -155,7 +156,9 @@ def generate_goals(shop: Shop, count: int, *, seed: int | str = 0, catalog_ref: 
         count: how many goals; each targets a different product.
         seed: seeds the draw of products, attributes, options, price limits and wording.
         catalog_ref: the ``catalog`` field of the goals (default: named after the shop's catalog).
-        id_prefix: ids are ``<id_prefix><number>`` (4 digits for the bundled ``webshop-``, else 5).
+        id_prefix: ids are ``<id_prefix><number>`` (4 digits for the bundled ``webshop-``, else 5); None:
+            ids that name the goal (:func:`~agentunit_gym.tasks.overlap.content_id` of its family and
+            its product, attributes, options, price limit and wording).
         keep: only products for which this is true are drawn (e.g. the types of one split).
         mark_split: write each goal's family (``webshop/<query>``) to ``template`` and its split to ``split``.
 
@@ -183,7 +186,11 @@ def generate_goals(shop: Shop, count: int, *, seed: int | str = 0, catalog_ref: 
         if keep is not None and not keep(product):
             continue
         goal = make_goal(rng, product, len(tasks), ref)
-        if id_prefix != "webshop-":
+        if id_prefix is None:
+            drawn = [goal["catalog"], goal["asin"], goal["attributes"], sorted(goal["goal_options"].items()),
+                     goal["price_upper"], goal["instruction"]]
+            goal["id"] = content_id("webshop", f"webshop/{product.query}", drawn)
+        elif id_prefix != "webshop-":
             goal["id"] = f"{id_prefix}{len(tasks):05d}"
         if mark_split:
             goal["template"] = f"webshop/{product.query}"
@@ -227,9 +234,8 @@ def generate(count: int, *, seed: int = 0, split: str | None = None) -> list[Web
         ConfigError: more goals than the catalog gives.
     """
     shop = _default_shop()
-    prefix = f"gen-webshop-s{seed}-" + (f"{split}-" if split else "")
     keep = None if split is None else (lambda product: split_of_family(f"webshop/{product.query}") == split)
-    return generate_goals(shop, count, seed=f"gen-webshop:{seed}", id_prefix=prefix, keep=keep, mark_split=True)
+    return generate_goals(shop, count, seed=f"gen-webshop:{seed}", id_prefix=None, keep=keep, mark_split=True)
 
 
 def templates() -> tuple[str, ...]:

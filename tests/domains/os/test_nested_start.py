@@ -8,7 +8,7 @@ import pytest
 from agentunit_gym.domains.os.env import OSEnv
 from agentunit_gym.domains.os.task import OSTask
 from agentunit_gym.errors import ConfigError
-from tests.backends.test_local_users import many_users
+from tests.backends.test_local_users import many_users, skip_unless_many_users
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
@@ -69,9 +69,10 @@ INIT_SU = OSTask.model_validate({
 })
 
 
-@pytest.mark.parametrize("backend", [pytest.param("local", marks=many_users),
-    pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_init_script_ending_in_su_does_not_carry_over(backend: str) -> None:
+    if backend == "local":
+        skip_unless_many_users()
     # Init scripts run outside the agent's shell with no terminal (AgentBench: `exec_run`):
     # su's shell reads end-of-file and exits 0, and the agent's shell is root's.
     with OSEnv(backend=backend, tasks=[INIT_SU]) as env:

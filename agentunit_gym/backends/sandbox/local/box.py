@@ -555,11 +555,12 @@ class _BoxProcesses(Sandbox):
         the box, with an environment of its own (``TZ`` set: no zone file read as the box's root)."""
         if not self.spawner or self.mechanism == "none":
             return
+        assert box.ns_pid is not None  # the holder is up: the spawner starts in its namespaces
         try:
             box.spawner = Spawner.start(lambda argv, fd: self._spawn(
                 self._enter_argv(box, argv, new_shell=True), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, in_sandbox=False, pass_fds=(fd,), env=_SPAWNER_ENV),
-                time.monotonic() + _START_TIMEOUT_S)
+                time.monotonic() + _START_TIMEOUT_S, reaper=box.ns_pid)
         except SpawnerUnavailable as exc:
             logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
 

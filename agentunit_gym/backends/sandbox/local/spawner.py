@@ -8,6 +8,12 @@ itself (a vfork, on Python 3.11+), or a fork of the small spawner execs it. Wher
 spawner cannot run (no Python 3.9+ at ``/usr/bin/python3``, the box out of processes, the
 spawner killed, or held in the middle of a start), the sandbox uses the chain: same result,
 slower.
+
+A spawner that dies (killed from outside, the OOM killer) leaves what it started to the host:
+a command whose pidfd the host has is killed through it; one it had started but not yet
+handed over (it runs from its exec, the pidfd is sent after) is found as what the spawner
+left: its children go to the init of its pid namespace, the box's, when it dies
+(:meth:`Spawner.kill_orphans`).
 """
 
 from __future__ import annotations
@@ -25,8 +31,11 @@ from pathlib import Path
 from typing import IO
 
 from agentunit_gym.backends.sandbox.base import AGENT_CAPABILITIES
-from agentunit_gym.backends.sandbox.local.procfs import _children_ints
+from agentunit_gym.backends.sandbox.local.procfs import _children_ints, _proc_stat_fields
 
+ORPHANS_WAIT_S = 5.0
+"""How long, at least, the host waits for a dead spawner to be reaped before it looks for what
+it left (its channel closes at its exit before its children are handed on; a few ms)."""
 PYTHON = "/usr/bin/python3"
 """The spawner's interpreter, inside the box: the host's system Python, bound read-only."""
 SOURCE = (Path(__file__).parent / "spawner_main.py").read_text(encoding="utf-8")
@@ -103,6 +112,39 @@ def _ended(pidfd: int) -> bool:
         return bool(sel.select(0))
 
 
+def _kill_group(pid: int | None, pidfd: int | None) -> None:
+    """SIGKILL to the process group ``pid`` made (while it lives, that id is no other group's)
+    and to the process itself through its pidfd (it may have left that group; a pidfd never
+    reaches another process)."""
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    if pidfd is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def _kill_orphan(pid: int, reaper: int, box_ns: int) -> None:
+    """Kill ``pid`` and its group if it is a child of ``reaper`` in a pid namespace other than
+    ``box_ns`` (what a dead spawner started). Checked after its pidfd is open, and while that
+    says it runs: what was read is that process's, not a later one's with its pid."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone
+    try:
+        fields = _proc_stat_fields(pid)
+        try:
+            ns = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        except OSError:
+            return  # ended meanwhile (a zombie has no namespaces)
+        if fields is None or int(fields[1]) != reaper or ns == box_ns or _ended(pidfd):
+            return
+        _kill_group(pid, pidfd)
+    finally:
+        os.close(pidfd)
+
+
 class OneOff:
     """A one-off command the spawner started, followed as ``_exec`` follows a ``Popen``:
     ``pid`` (also its process group, on the host; None when it never ran), ``stdout``,
@@ -138,20 +180,19 @@ class OneOff:
         if code is None:
             # The spawner died before it could say (killed), or said nonsense: the command
             # is no longer followed by anyone but us, so it goes (while its pidfd says it
-            # runs: its pid is its own then), and reads as a kill would.
+            # runs: its pid, and so its group's id, is its own then), and reads as a kill would.
             if self._pidfd is not None and not _ended(self._pidfd):
-                self.kill()
+                _kill_group(self.pid, self._pidfd)
             code = -9
         self.returncode = code
         return True
 
     def kill(self) -> None:
-        """SIGKILL to its process group; without its host pid, through the spawner (our end
-        of the channel shut: it kills the group and still reports the exit)."""
-        if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
-        elif self.returncode is None:
+        """SIGKILL to its process group and to itself (through its pidfd); without its host
+        pid, also through the spawner (our end of the channel shut: it kills the group and
+        still reports the exit)."""
+        _kill_group(self.pid, self._pidfd)
+        if self.pid is None and self.returncode is None:
             with contextlib.suppress(OSError):
                 self._channel.shutdown(socket.SHUT_WR)
 
@@ -164,17 +205,22 @@ class OneOff:
 class Spawner:
     """One box's spawner process, and the socket to it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, reaper: int | None = None) -> None:
         self.proc, self._sock = proc, sock
+        self.reaper = reaper
+        """Host pid of the init of the spawner's pid namespace (the box's), which its children
+        go to when it dies (None: not known, nothing is looked for; a fake spawner's tests)."""
         self.stalled = False
         """It said ``forking`` for a command and then nothing before the command's deadline:
         it is held in the middle of a start (the agent stopped the command before its exec,
         which holds a spawner that starts commands without a copy of itself)."""
 
     @classmethod
-    def start(cls, spawn: Callable[[list[str], int], subprocess.Popen[bytes]], deadline: float) -> Spawner:
+    def start(cls, spawn: Callable[[list[str], int], subprocess.Popen[bytes]], deadline: float, *,
+              reaper: int) -> Spawner:
         """Start one with ``spawn(argv, fd)`` (the box's way in, passing ``fd`` on); it is up
-        when it says so before ``deadline``.
+        when it says so before ``deadline``. ``reaper``: the host pid of the init of the pid
+        namespace it is started in (:attr:`reaper`).
 
         Raises:
             SpawnerUnavailable: it did not come up (no usable Python in the box).
@@ -188,7 +234,7 @@ class Spawner:
             raise SpawnerUnavailable(f"could not start it: {exc}", gone=True) from exc
         finally:
             theirs.close()
-        spawner = cls(proc, ours)
+        spawner = cls(proc, ours, reaper)
         got = _recv(ours, deadline)
         if got is None or got[0] != b"ready":
             spawner.close()
@@ -251,8 +297,11 @@ class Spawner:
                 if not forked:  # the spawner died before it took the command: the chain runs it
                     raise SpawnerUnavailable("it died before it took the command", gone=True)
                 # It died after its fork (or said nonsense): the command may have run, so it
-                # is never run again; it reads as killed.
+                # is never run again; it reads as killed. Dead, it may have left it running
+                # (from its exec to our pidfd of it): it is killed with what else it left.
                 started = True
+                if not got[0]:
+                    self.kill_orphans(deadline)
                 return OneOff(None, os.fdopen(read_end, "rb", buffering=0), ours, None, returncode=-9)
             pidfd = got[1][0]
             try:
@@ -270,6 +319,23 @@ class Spawner:
                 os.close(read_end)
                 ours.close()
                 theirs.close()
+
+    def kill_orphans(self, deadline: float) -> None:
+        """Kill what this spawner, found dead, left running (what it started: nobody follows
+        it now). When it died, its children became children of :attr:`reaper`, each still in
+        the agent's pid namespace (the box's own processes are in the box's): after its parent
+        has reaped it (it has handed them on then; waited for until ``deadline``, and at least
+        :data:`ORPHANS_WAIT_S`), each such child is killed with its process group."""
+        if self.reaper is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=max(ORPHANS_WAIT_S, deadline - time.monotonic()))
+        try:
+            box_ns = os.stat(f"/proc/{self.reaper}/ns/pid").st_ino
+        except OSError:
+            return  # the box is gone, and everything that ran in it
+        for pid in _children_ints(self.reaper):
+            _kill_orphan(pid, self.reaper, box_ns)
 
     def close(self) -> None:
         """Close our end (the spawner then exits) and reap the process we started for it

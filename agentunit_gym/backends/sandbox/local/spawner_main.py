@@ -58,8 +58,10 @@ The protocol, on a ``SOCK_SEQPACKET`` socket whose fd is ``argv[1]``:
   yet exec'd) is killed and the spawner exits. A spawner that dies (killed) closes the
   channels of what it started (a forked child closes its copies first thing, a command
   started directly holds none after its exec): the host
-  then kills those commands itself, and reads a channel closed without a word as a command
-  killed, never as one to run again.
+  then kills those commands itself (through the pidfd; a command it has no pidfd of yet,
+  one that exec'd before ``started`` was sent, as a child the kernel gave to the box's
+  init), and reads a channel closed without a word as a command killed, never as one to
+  run again.
 """
 
 import contextlib
