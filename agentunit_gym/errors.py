@@ -249,10 +249,10 @@ class LostResetOptionsError(ResetOptionError):
         """The error for a bare reset that came right after a reset with options ``lost``, which
         started ``task_id``."""
         return cls(
-            f"reset() without options arrived right after a reset with options ({', '.join(repr(k) for k in lost)}) "
+            f"reset() without seed or options arrived right after a reset with {', '.join(repr(k) for k in lost)} "
             f"started task {task_id!r}, before any step: gymnasium's AsyncVectorEnv(shared_memory=False) "
             "with next-step autoreset resets a copy whose last step ended its episode again, without your "
-            "options, so this copy would play a task you did not ask for. Make the vector env with "
+            "seed or options, so this copy would play a task you did not ask for. Make the vector env with "
             "autoreset_mode=gym.vector.AutoresetMode.SAME_STEP (or DISABLED), or use SyncVectorEnv. If this "
             "reset() is your own and you want a task drawn by the seeded RNG, pass a seed or options={}."
         )
