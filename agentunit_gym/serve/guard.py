@@ -4,8 +4,8 @@ Pure ASGI (no framework), so it sees WebSocket handshakes and frames before Open
 
 - HTTP requests without the token get 401; bodies over the limit 413 (read to their end
   first, so the client reads the answer rather than a reset connection).
-- WebSocket handshakes without the token get 401. Over the session cap a handshake waits in a
-  queue (first come, first served) up to ``queue_timeout_s`` for a session to end, then gets
+- WebSocket handshakes without the token get 401. Session handshakes are admitted one at a
+  time; over the session cap one waits up to ``queue_timeout_s`` for a session to end, then gets
   503 with ``Retry-After``: an HTTP response to the handshake where the server supports it
   (uvicorn does), else a close with code 1008 (policy) or 1013 (try again later) and the reason.
 - A WebSocket message over the limit is answered with an ``error`` message (code
@@ -154,15 +154,23 @@ class Guard:
         if reason is not None:
             await _deny(scope, receive, send, 401, 1008, reason)
             return
-        if scope.get("path", "").rstrip("/") in SESSION_PATHS and self.busy_reason() is not None:
-            await self._queued(scope, receive, send)
-            return
+        if scope.get("path", "").rstrip("/") in SESSION_PATHS:
+            if self.queue_timeout_s > 0:
+                # Every session request takes its turn, free place or not: one admitted while
+                # another's session is still opening would take the same place (two open, one
+                # then refused by OpenEnv's own cap, after its accept and without Retry-After).
+                await self._queued(scope, receive, send)
+                return
+            reason = self.busy_reason()
+            if reason is not None:
+                await _deny(scope, receive, send, 503, 1013, reason)
+                return
         await self._session(scope, receive, send)
 
     async def _queued(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A session request over the cap: wait for a free session, up to
-        ``queue_timeout_s``; admitted, hold the queue until its session opens, so the next one
-        does not take the same free place."""
+        """A session request: wait for a free session, up to ``queue_timeout_s``; admitted, hold
+        the queue until its session opens, so the next one does not take the same free place.
+        Not first come, first served: whoever looks first after the queue frees goes next."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.queue_timeout_s
         if self._queue is None:
@@ -194,13 +202,16 @@ class Guard:
             try:
                 while (reason := self.busy_reason()) is not None and loop.time() < deadline:
                     await asyncio.sleep(min(QUEUE_POLL_S, max(0.0, deadline - loop.time())))
-                if reason is None:
-                    assert self._opened is not None  # queue_timeout_s is 0 without it
+                if reason is None and self._opened is not None:  # (queue_timeout_s is 0 without it)
                     before = self._opened()
                     session = asyncio.ensure_future(self._session(scope, receive, send))
                     settle = loop.time() + SETTLE_S
                     while self._opened() == before and not session.done() and loop.time() < settle:
                         await asyncio.sleep(QUEUE_POLL_S)
+            except BaseException:
+                if session is not None:  # cancelled while its session opened: it goes too
+                    session.cancel()
+                raise
             finally:
                 self._queue.release()
         return session

@@ -46,7 +46,8 @@ def test_a_burst_of_twice_the_cap_all_play_their_episode(queued: RunningServer) 
 
     def worker(index: int) -> None:
         try:
-            with gym.make("AgentUnit/Remote-v0", url=queued.url) as env:
+            # The client waits as long as the server queues (its own default is 10 s).
+            with gym.make("AgentUnit/Remote-v0", url=queued.url, connect_timeout_s=120) as env:
                 env.reset(seed=index)
                 results[index] = env.step(SELECT)[0]
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
