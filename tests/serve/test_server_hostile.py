@@ -36,7 +36,9 @@ SELECT = "Action: Operation\n```sql\nSELECT 1\n```"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningServer]:
-    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0, max_sessions=MAX_SESSIONS, warm=1)) as s:
+    # No queue: a request over the cap is refused at once (tests/serve/test_queue.py: the queue).
+    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0, max_sessions=MAX_SESSIONS, warm=1,
+                                  queue_timeout_s=0)) as s:
         yield s
 
 
