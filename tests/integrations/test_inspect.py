@@ -190,3 +190,32 @@ def test_an_inspect_message_limit_ends_the_episode_as_a_task_limit(tmp_path: Pat
     assert 0 < result["steps"] < 15 and result["reward"] == 0.0
     (score,) = sample.scores.values() if sample.scores else ()
     assert score.value == 0.0
+
+
+ENTRY_POINT_RUN = """
+from inspect_ai import eval
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+def answer(messages, tools, choice, config):
+    made = ModelOutput.for_tool_call("mockllm/model", "submit_answer", {"answer": ["no such value"]})
+    made.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    return made
+
+(log,) = eval("agentunit_gym/agentunit", task_args={"env": "DB-v0", "backend": "sqlite", "task_ids": "db-weather-03"},
+              model=get_model("mockllm/model", custom_outputs=answer), log_dir="logs", display="none")
+(sample,) = log.samples
+(score,) = sample.scores.values()
+print(log.status, sample.id, score.value, score.metadata["finish_reason"], score.metadata["steps"])
+"""
+
+
+def test_inspect_finds_the_task_by_its_registry_name_through_the_entry_point(tmp_path: Path) -> None:
+    """``inspect eval agentunit_gym/agentunit`` resolves the name through the package's ``inspect_ai``
+    entry point (run in a fresh process, outside the checkout, as a user would)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ENTRY_POINT_RUN], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["success", "db-weather-03", "0.0", "complete", "1"]
