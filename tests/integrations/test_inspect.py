@@ -59,7 +59,8 @@ def _reference_calls(task_ids: list[str]) -> dict[str, tuple[str, list[dict[str,
         for task in base.tasks:
             if task.id in task_ids:
                 assert not any(s.from_output for s in task.reference_solution), task.id
-                found[task.id] = (task.instruction, [json.loads(base.render_action(s)) for s in task.reference_solution])
+                steps = [json.loads(base.render_action(s)) for s in task.reference_solution]
+                found[task.id] = (task.instruction, steps)
         return found
     finally:
         env.close()
@@ -71,7 +72,7 @@ def _scripted(calls: dict[str, tuple[str, list[dict[str, Any]]]], wrong: bool = 
 
     def output(messages: list[ChatMessage], tools: list[ToolInfo], choice: ToolChoice,
                config: GenerateConfig) -> ModelOutput:
-        for task_id, (instruction, steps) in calls.items():
+        for instruction, steps in calls.values():
             start = next((i for i, m in enumerate(messages)
                           if isinstance(m, ChatMessageUser) and instruction in m.text), None)
             if start is None:

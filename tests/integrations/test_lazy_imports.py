@@ -15,8 +15,9 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_importing_the_package_imports_no_trainer() -> None:
+    libraries = ('skyrl_gym', 'verifiers', 'inspect_ai')
     result = _python("import sys, agentunit_gym, agentunit_gym.integrations, agentunit_gym.wrappers, "
-                     "agentunit_gym.eval; print(sorted(m for m in ('skyrl_gym', 'verifiers', 'inspect_ai') if m in sys.modules))")
+                     f"agentunit_gym.eval; print(sorted(m for m in {libraries!r} if m in sys.modules))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
