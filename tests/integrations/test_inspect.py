@@ -115,6 +115,19 @@ def test_the_suite_is_the_evaluators_seeded_sample(oracle_run: dict[str, Any]) -
     assert {i.task_id: i.seed for i in suite.items} == {t: r.seed for t, r in oracle_run.items()}
 
 
+def test_a_suite_is_a_split_a_generated_set_or_a_task_file_and_names_what_is_wrong(tmp_path: Path) -> None:
+    from agentunit_gym.errors import ConfigError, TaskFileError
+
+    test_split = resolve_suite(ENV, backend=BACKEND, split="test")
+    assert test_split.items and all(i.task_id in test_split.instructions for i in test_split.items)
+    generated = resolve_suite(ENV, backend=BACKEND, tasks="generated:DB-v0:train:4:0")
+    assert len(generated.items) == 4 and all(i.task_id.startswith("gen-db-") for i in generated.items)
+    with pytest.raises(ConfigError, match="holds kg tasks"):
+        resolve_suite(ENV, tasks="generated:KG-v0:train:4:0")
+    with pytest.raises(TaskFileError, match="no such file"):
+        resolve_suite(ENV, tasks=str(tmp_path / "missing.json"))
+
+
 def test_inspect_eval_plays_the_oracle_and_scores_as_agentunit_eval(tmp_path: Path,
                                                                     oracle_run: dict[str, Any]) -> None:
     calls = _reference_calls(list(oracle_run))
