@@ -56,7 +56,7 @@ import gymnasium as gym
 
 from agentunit_gym.core.chat import ChatTranscript
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.errors import INFRA_ERRORS, AgentUnitError, ConfigError, MissingDependencyError
+from agentunit_gym.errors import INFRA_ERRORS, AgentUnitError, BackendError, ConfigError, MissingDependencyError
 from agentunit_gym.integrations.suite import Suite, resolve_suite
 from agentunit_gym.wrappers.info import agent_env
 
@@ -98,15 +98,15 @@ METADATA_KEY = "agentunit"
 T = TypeVar("T")
 
 
+# ------------------------------------------------------ the samples, the episode
+
+
 def samples(suite: Suite) -> list[Sample]:
     """One inspect sample per episode of ``suite``: the input is the task's instruction, the
     metadata says which episode (``env_id``, ``task_id``, ``seed``)."""
     return [Sample(id=item.task_id, input=suite.instructions.get(item.task_id, item.task_id),
                    metadata={"env_id": item.env_id, "task_id": item.task_id, "seed": item.seed})
             for item in suite.items]
-
-
-# ------------------------------------------------------ the samples, the episode
 
 
 class Episode:
@@ -274,7 +274,11 @@ def agentunit_agent(suite: Suite, examples: bool = True) -> Solver:
                 await episode.end(FinishReason.ERROR, f"{type(exc).__name__}: {exc}")
                 raise
             if episode.failure is not None:
-                raise episode.failure
+                # Not re-raised as is: inspect takes a TimeoutError out of a solver for its time limit
+                # and scores the sample; a BackendError fails it.
+                failure = episode.failure
+                raise BackendError(f"the env's backend failed during the episode: {type(failure).__name__}: "
+                                   f"{failure}") from failure
             if not episode.ended:
                 overflow = state.output.stop_reason == "model_length"
                 await episode.end(FinishReason.CONTEXT_LIMIT if overflow else FinishReason.TASK_LIMIT,

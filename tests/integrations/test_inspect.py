@@ -233,3 +233,37 @@ def test_inspect_finds_the_task_by_its_registry_name_through_the_entry_point(tmp
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["success", "db-weather-03", "0.0", "complete", "1"]
+
+
+class FailOnSecondStep(gym.Wrapper[str, str, str, str]):
+    """The backend times out on the episode's second step, as a dead container would."""
+
+    def __init__(self, env: gym.Env[str, str]) -> None:
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action: str) -> Any:
+        self.steps += 1
+        if self.steps == 2:
+            from agentunit_gym.errors import BackendTimeoutError
+
+            raise BackendTimeoutError("the backend did not answer within 30 s")
+        return self.env.step(action)
+
+
+def test_a_backend_failure_fails_the_sample_and_is_never_a_score(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentunit_gym.integrations.suite import Suite
+
+    make_env = Suite.make_env
+    monkeypatch.setattr(Suite, "make_env", lambda suite: FailOnSecondStep(make_env(suite)))
+    calls = _reference_calls(["db-weather-03"])
+    model = get_model("mockllm/model", custom_outputs=_scripted(calls))
+    (log,) = inspect_eval(agentunit(env=ENV, backend=BACKEND, task_ids="db-weather-03", examples=False),
+                          model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.samples is not None
+    (sample,) = log.samples
+    # A TimeoutError raised by a tool is one inspect would hand the model as "timed out": here it fails the sample.
+    assert sample.error is not None and "BackendTimeoutError" in sample.error.message
+    assert not sample.scores
+    assert log.status == "error"
