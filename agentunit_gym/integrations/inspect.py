@@ -227,21 +227,24 @@ def opening_messages(info: Mapping[str, Any], observation: str, examples: bool =
     chat = ChatTranscript("tools", examples=examples)
     chat.start(info)
     chat.add_observation(observation)
-    return [_inspect_message(m) for m in chat.messages]
-
-
-def _inspect_message(message: Mapping[str, Any]) -> ChatMessage:
-    role, content = message["role"], message.get("content") or ""
-    if role == "system":
-        return ChatMessageSystem(content=content)
-    if role == "user":
-        return ChatMessageUser(content=content)
-    if role == "tool":
-        return ChatMessageTool(content=content, tool_call_id=message.get("tool_call_id"))
-    calls = [ToolCall(id=str(c["id"]), function=str(c["function"]["name"]),
-                      arguments=json.loads(c["function"]["arguments"] or "{}"))
-             for c in message.get("tool_calls") or []]
-    return ChatMessageAssistant(content=content, tool_calls=calls or None)
+    messages: list[ChatMessage] = []
+    functions: dict[str, str] = {}  # tool call id -> tool name, for the results (some providers need it)
+    for message in chat.messages:
+        role, content = message["role"], message.get("content") or ""
+        if role == "system":
+            messages.append(ChatMessageSystem(content=content))
+        elif role == "user":
+            messages.append(ChatMessageUser(content=content))
+        elif role == "tool":
+            call_id = str(message.get("tool_call_id"))
+            messages.append(ChatMessageTool(content=content, tool_call_id=call_id, function=functions.get(call_id)))
+        else:
+            calls = [ToolCall(id=str(c["id"]), function=str(c["function"]["name"]),
+                              arguments=json.loads(c["function"]["arguments"] or "{}"))
+                     for c in message.get("tool_calls") or []]
+            functions.update((call.id, call.function) for call in calls)
+            messages.append(ChatMessageAssistant(content=content, tool_calls=calls or None))
+    return messages
 
 
 # ------------------------------------------------------------ inspect parts

@@ -147,6 +147,7 @@ def test_inspect_eval_plays_the_oracle_and_scores_as_agentunit_eval(tmp_path: Pa
         tool_messages = [m for m in sample.messages if m.role == "tool"]
         assert [m.function for m in tool_messages][-1] == calls[str(sample.id)][1][-1]["name"]
         assert tool_messages[-1].text == "Episode finished."
+        assert all(m.function for m in tool_messages)  # the worked example's results name their tool too
         assert sample.messages[0].role == "system" and "one tool call per turn" in sample.messages[0].text
     assert log.results is not None
     metrics = log.results.scores[0].metrics
