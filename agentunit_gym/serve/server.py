@@ -156,7 +156,7 @@ class EnvServer:
         app = openenv.create_app(
             self._new_session, ReplyAction, TextObservation, env_name=env_id.split("/", 1)[-1],
             concurrency_config=openenv.ConcurrencyConfig(max_concurrent_envs=config.max_sessions,
-                                                 session_timeout=config.idle_timeout_s))
+                                                         session_timeout=config.idle_timeout_s))
         self._install_routes(app)
         self.app: ASGIApp = Guard(app, token=config.token, max_request_bytes=config.max_request_bytes,
                                   busy_reason=self.busy_reason)

@@ -7,7 +7,9 @@ whichever OpenEnv is installed (openenv-core 0.3.0 and openenv 0.10.0 both pass 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
+import logging
 from collections.abc import Callable
 from types import ModuleType
 
@@ -129,6 +131,24 @@ def test_the_real_api_says_which_distribution_runs() -> None:
     assert isinstance(api, OpenEnvServerAPI)
     assert set(api.installed) <= {"openenv-core", "openenv"} and api.installed
     assert api.create_app.__module__.startswith("openenv.core.env_server")
+
+
+def test_the_server_warns_when_both_distributions_are_installed(monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("openenv")
+    from agentunit_gym.serve import server as server_module
+
+    both = dataclasses.replace(load_server_api(), installed={"openenv-core": "0.3.0", "openenv": "0.10.0"})
+    monkeypatch.setattr(server_module, "load_server_api", lambda: both)
+    with caplog.at_level(logging.WARNING, logger="agentunit_gym"):
+        server = server_module.EnvServer(server_module.ServeConfig(env="DB-v0", backend="sqlite", warm=0))
+    try:
+        assert server.metadata()["openenv"] == "openenv-core 0.3.0 and openenv 0.10.0"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("share the openenv import package" in w and "pip uninstall -y openenv openenv-core" in w
+                   for w in warnings), warnings
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize("version", ["1.30.0", "1.24.0"])
