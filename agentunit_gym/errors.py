@@ -44,6 +44,27 @@ class MissingDependencyError(ConfigError, ImportError):
         self.extra = extra
 
 
+class DependencyVersionError(MissingDependencyError):
+    """An optional dependency is installed, but not a version agentunit-gym can use.
+
+    A :class:`MissingDependencyError` (what is missing is a working version); the message
+    names what was found, the versions that work, and the pip line of the extra.
+
+    Attributes:
+        found: what is installed (``"openenv 0.11.0"``, ``"mcp 1.30.0"``).
+    """
+
+    def __init__(self, package: str, extra: str, purpose: str, *, found: str, works_with: str,
+                 advice: str = "") -> None:
+        ending = f"; {advice}" if advice else "."
+        ConfigError.__init__(
+            self, f"{purpose} needs {works_with}, but {found} is installed. "
+                  f'Install a working version with: pip install "agentunit-gym[{extra}]"{ending}')
+        self.package = package
+        self.extra = extra
+        self.found = found
+
+
 class TaskFileError(AgentUnitError, ValueError):
     """A task file cannot be read or does not validate.
 

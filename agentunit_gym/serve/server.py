@@ -53,6 +53,7 @@ from agentunit_gym.errors import (
     TaskNotFoundError,
 )
 from agentunit_gym.serve.guard import RETRY_AFTER_S, ASGIApp, Guard
+from agentunit_gym.serve.openenv_api import load_server_api
 from agentunit_gym.serve.pool import EnvPool
 
 logger = logging.getLogger("agentunit_gym")
@@ -130,16 +131,16 @@ class EnvServer:
     Raises:
         ConfigError: an unknown env id, an exposed host without a token, or an env option
             the env refuses (the first copy is built here, so a mistake shows at start).
-        MissingDependencyError: ``openenv-core`` is not installed.
+        MissingDependencyError: OpenEnv is not installed (``openenv-core``, the serve extra's, or
+            ``openenv``); a :class:`DependencyVersionError` when one is, but not a version whose
+            server API we can use.
     """
 
     def __init__(self, config: ServeConfig) -> None:
         check_exposure(config)
-        try:
-            from openenv.core.env_server import create_app
-            from openenv.core.env_server.types import ConcurrencyConfig
-        except ImportError as exc:
-            raise MissingDependencyError("openenv-core", "serve", "agentunit-gym serve") from exc
+        openenv = load_server_api()
+        if openenv.clash is not None:
+            logger.warning("agentunit-gym serve: %s", openenv.clash)
         from agentunit_gym.serve.session import ReplyAction, TextObservation
 
         env_id = full_env_id(config.env)
@@ -157,10 +158,11 @@ class EnvServer:
         self._open = 0
         self._opened = 0
         self._count_lock = threading.Lock()
-        app = create_app(
+        self.openenv = openenv.description
+        app = openenv.create_app(
             self._new_session, ReplyAction, TextObservation, env_name=env_id.split("/", 1)[-1],
-            concurrency_config=ConcurrencyConfig(max_concurrent_envs=config.max_sessions,
-                                                 session_timeout=config.idle_timeout_s))
+            concurrency_config=openenv.ConcurrencyConfig(max_concurrent_envs=config.max_sessions,
+                                                         session_timeout=config.idle_timeout_s))
         self._install_routes(app)
         self._guard = Guard(app, token=config.token, max_request_bytes=config.max_request_bytes,
                             busy_reason=self.busy_reason, queue_timeout_s=config.queue_timeout_s,
@@ -231,7 +233,7 @@ class EnvServer:
                 "limits": {"max_sessions": self.config.max_sessions, "idle_timeout_s": self.config.idle_timeout_s,
                            "max_action_chars": self.config.max_action_chars,
                            "max_request_bytes": self.config.max_request_bytes},
-                "auth": "bearer" if self.config.token else "none"}
+                "auth": "bearer" if self.config.token else "none", "openenv": self.openenv}
 
     def _install_routes(self, app: Any) -> None:
         """Our /health and /metadata in place of OpenEnv's, and status codes for our errors."""

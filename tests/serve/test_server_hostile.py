@@ -26,6 +26,7 @@ from agentunit_gym.errors import (  # noqa: E402
     RemoteProtocolError,
     ServerBusyError,
 )
+from agentunit_gym.serve.openenv_api import installed_distributions  # noqa: E402
 from agentunit_gym.serve.server import RunningServer, ServeConfig, start_server  # noqa: E402
 from tests.serve.helpers import http, poll  # noqa: E402
 
@@ -90,6 +91,8 @@ def test_health_and_metadata_name_the_env_backend_and_tasks(server: RunningServe
     assert (meta["name"], meta["env_id"], meta["backend"], meta["tasks"]) == ("AgentUnit/DB-v0", "AgentUnit/DB-v0",
                                                                             "sqlite", tasks)
     assert meta["splits"] == health["splits"] and meta["auth"] == "none"
+    installed = installed_distributions()  # which OpenEnv runs: openenv-core 0.3 or openenv 0.10 here
+    assert meta["openenv"] == " and ".join(f"{name} {version}" for name, version in installed.items())
     status, schema = http("GET", server.url + "/schema")
     assert status == 200 and "text" in schema["action"]["properties"]
 
