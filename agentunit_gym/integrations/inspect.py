@@ -250,7 +250,7 @@ def opening_messages(info: Mapping[str, Any], observation: str, examples: bool =
 # ------------------------------------------------------------ inspect parts
 
 
-@solver
+@solver  # type: ignore[untyped-decorator, unused-ignore]  # untyped without inspect_ai
 def agentunit_agent(suite: Suite, examples: bool = True) -> Solver:
     """inspect's ReAct agent on one env copy per sample (module docstring).
 
@@ -295,7 +295,7 @@ def agentunit_agent(suite: Suite, examples: bool = True) -> Solver:
     return solve
 
 
-@metric
+@metric  # type: ignore[untyped-decorator, unused-ignore]  # untyped without inspect_ai
 def success_rate() -> Metric:
     """The share of samples whose episode succeeded (the score metadata's ``success``)."""
 
@@ -306,7 +306,7 @@ def success_rate() -> Metric:
     return compute
 
 
-@scorer(metrics=[mean(), stderr(), success_rate()])
+@scorer(metrics=[mean(), stderr(), success_rate()])  # type: ignore[untyped-decorator, unused-ignore]  # untyped without inspect_ai
 def agentunit_scorer() -> Scorer:
     """The env's score of the sample's episode: ``value`` the reward; ``metadata`` the finish
     reason, ``success``, ``steps`` and the score's components (what :func:`agentunit_agent` recorded)."""
@@ -323,7 +323,7 @@ def agentunit_scorer() -> Scorer:
     return score
 
 
-@task
+@task  # type: ignore[untyped-decorator, unused-ignore]  # untyped without inspect_ai
 def agentunit(env: str = "DB-v0", split: str | None = None, tasks: str | None = None, n: int | None = None,
               seed: int = 0, backend: str | None = None, task_ids: str | list[str] | None = None,
               examples: bool = True) -> Task:
