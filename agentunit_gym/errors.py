@@ -44,6 +44,27 @@ class MissingDependencyError(ConfigError, ImportError):
         self.extra = extra
 
 
+class DependencyVersionError(MissingDependencyError):
+    """An optional dependency is installed, but not a version agentunit-gym can use.
+
+    A :class:`MissingDependencyError` (what is missing is a working version); the message
+    names what was found, the versions that work, and the pip line of the extra.
+
+    Attributes:
+        found: what is installed (``"openenv 0.11.0"``, ``"mcp 1.30.0"``).
+    """
+
+    def __init__(self, package: str, extra: str, purpose: str, *, found: str, works_with: str,
+                 advice: str = "") -> None:
+        ending = f"; {advice}" if advice else "."
+        ConfigError.__init__(
+            self, f"{purpose} needs {works_with}, but {found} is installed. "
+                  f'Install a working version with: pip install "agentunit-gym[{extra}]"{ending}')
+        self.package = package
+        self.extra = extra
+        self.found = found
+
+
 class TaskFileError(AgentUnitError, ValueError):
     """A task file cannot be read or does not validate.
 
@@ -249,10 +270,10 @@ class LostResetOptionsError(ResetOptionError):
         """The error for a bare reset that came right after a reset with options ``lost``, which
         started ``task_id``."""
         return cls(
-            f"reset() without options arrived right after a reset with options ({', '.join(repr(k) for k in lost)}) "
+            f"reset() without seed or options arrived right after a reset with {', '.join(repr(k) for k in lost)} "
             f"started task {task_id!r}, before any step: gymnasium's AsyncVectorEnv(shared_memory=False) "
             "with next-step autoreset resets a copy whose last step ended its episode again, without your "
-            "options, so this copy would play a task you did not ask for. Make the vector env with "
+            "seed or options, so this copy would play a task you did not ask for. Make the vector env with "
             "autoreset_mode=gym.vector.AutoresetMode.SAME_STEP (or DISABLED), or use SyncVectorEnv. If this "
             "reset() is your own and you want a task drawn by the seeded RNG, pass a seed or options={}."
         )

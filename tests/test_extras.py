@@ -148,3 +148,19 @@ def test_two_extras_installed_one_after_the_other_agree(first: str, second: str,
         assert check.returncode == 0, (
             f'pip install "agentunit-gym[{after}]" after [{before}] leaves a broken set (changed: {changed}):\n'
             f"{check.stderr[-3000:]}")
+
+
+def test_openenv_current_package_still_excludes_mcp_2() -> None:
+    """Why the serve extra stays on openenv-core (docs/serving.md, "OpenEnv's two packages"):
+    ``openenv`` requires fastmcp<4, whose releases all require mcp<2, while the mcp and
+    integrations extras need mcp 2.0. When an ``openenv`` release resolves with mcp 2.0 this
+    fails: move the serve extra to ``openenv`` then (and the docs' section goes)."""
+    uv = _uv()
+    assert uv is not None
+    done = subprocess.run([uv, "pip", "compile", "-", "--python-version", PYTHON_VERSION, "--no-header", "--quiet"],
+                          input="openenv>=0.10\nmcp>=2.0,<2.1\n", capture_output=True, text=True,
+                          timeout=RESOLVE_DEADLINE_S, check=False)
+    assert done.returncode != 0, (
+        "openenv now resolves with mcp 2.0: move the serve extra from openenv-core to openenv "
+        f"(docs/serving.md, \"OpenEnv's two packages\"):\n{done.stdout}")
+    assert "fastmcp" in done.stderr and "mcp>=1.24.0,<2.0" in done.stderr, done.stderr[-3000:]

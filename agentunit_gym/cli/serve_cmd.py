@@ -13,7 +13,8 @@ def register(subparsers: Any) -> None:
         "serve", help="serve an env over OpenEnv's HTTP/WebSocket API for rollout workers elsewhere",
         description="Serve ENV with OpenEnv's API (/ws sessions, /reset, /step, /state, /schema, /health, "
                     "/metadata): one fresh env copy per session from a warm pool, closed when the session ends "
-                    "or idles past --idle-timeout; at most --max-sessions at once (one more gets 503). Loopback "
+                    "or idles past --idle-timeout; at most --max-sessions at once (one more waits --queue-timeout, "
+                    "then gets 503). Loopback "
                     "only unless --token is given. Play a session with gym.make('AgentUnit/Remote-v0', url=...) "
                     "or OpenEnv's own client (docs/serving.md).")
     p.add_argument("--env", required=True, help="a registered env id (the short form, without the namespace, works)")
@@ -21,6 +22,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 takes a free one)")
     p.add_argument("--max-sessions", type=int, default=16, help="most sessions at once (default 16)")
+    p.add_argument("--queue-timeout", type=float, default=5.0, metavar="S",
+                   help="a session request over --max-sessions waits this long for a free session, then gets "
+                        "503 with Retry-After (default 5; 0 refuses at once)")
     p.add_argument("--token", default=None,
                    help="bearer token every request must carry (default: $AGENTUNIT_GYM_TOKEN, else none; "
                         "prefer the variable: a command line is visible to other users)")
@@ -47,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV_VAR) or None
     try:
         config = ServeConfig(env=args.env, backend=args.backend, host=args.host, port=args.port,
-                             max_sessions=args.max_sessions, token=token, idle_timeout_s=args.idle_timeout,
+                             max_sessions=args.max_sessions, queue_timeout_s=args.queue_timeout, token=token,
+                             idle_timeout_s=args.idle_timeout,
                              warm=args.warm, max_action_chars=args.max_action_chars,
                              max_request_bytes=args.max_request_bytes, env_kwargs=env_kwargs)
     except ValueError as exc:  # pydantic's ValidationError: a bound broken

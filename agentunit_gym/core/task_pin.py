@@ -102,7 +102,10 @@ class TaskPin(Generic[TaskT]):
             raise ConfigError(f"reset option 'sticky' must be True or False, got {sticky!r}.")
         if not explicit and self.task is not None:
             given = {"task": self.task}
-        droppable = tuple(sorted(str(k) for k in options or {})) if episode_ended else ()
+        # What a lost autoreset would drop: the options' keys, and the seed (a seeded reset the
+        # bug repeats without its seed plays whatever the RNG draws next).
+        lost = sorted(str(k) for k in options or {}) + (["seed"] if seed is not None else [])
+        droppable = tuple(lost) if episode_ended else ()
         return ResetRequest(options=given, sticky=sticky, explicit=explicit, droppable=droppable)
 
     def started(self, task: TaskT, request: ResetRequest) -> None:

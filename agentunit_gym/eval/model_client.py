@@ -84,9 +84,9 @@ _WARM = threading.Event()
 def _warm_up() -> None:
     """Pay the SDK's one-time costs (lazy imports, model schemas: ~0.1-0.7 s here) when a client
     is made, not inside the first turn of an episode, where they would delay every caller."""
+    openai = _openai()  # first: a missing SDK is said when a client is made, warm or not
     if _WARM.is_set():
         return
-    openai = _openai()
     _ = openai.AsyncOpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1", max_retries=0).chat.completions
     openai.types.chat.ChatCompletion.model_validate({
         "id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up",

@@ -4,9 +4,10 @@ Pure ASGI (no framework), so it sees WebSocket handshakes and frames before Open
 
 - HTTP requests without the token get 401; bodies over the limit 413 (read to their end
   first, so the client reads the answer rather than a reset connection).
-- WebSocket handshakes without the token get 401, and over the session cap 503: an HTTP
-  response to the handshake where the server supports it (uvicorn does), else a close with
-  code 1008 (policy) or 1013 (try again later) and the reason.
+- WebSocket handshakes without the token get 401. Session handshakes are admitted one at a
+  time; over the session cap one waits up to ``queue_timeout_s`` for a session to end, then gets
+  503 with ``Retry-After``: an HTTP response to the handshake where the server supports it
+  (uvicorn does), else a close with code 1008 (policy) or 1013 (try again later) and the reason.
 - A WebSocket message over the limit is answered with an ``error`` message (code
   ``MESSAGE_TOO_LARGE``) and dropped; the session goes on.
 
@@ -24,6 +25,7 @@ Example (the server puts it in front of OpenEnv's app; here, in front of a tiny 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,6 +36,15 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+QUEUE_POLL_S = 0.02
+"""How often a queued session request looks for a free session."""
+
+SETTLE_S = 5.0
+"""How long the queue waits for an admitted request's session to open before it admits the next."""
+
+RETRY_AFTER_S = 1
+"""Seconds a refused session request is told to wait (``Retry-After``) before it asks again."""
 
 DRAIN_LIMIT = 256 << 20
 """An oversized body is read and dropped up to this many bytes before the 413 is sent."""
@@ -63,14 +74,23 @@ class Guard:
         token: the bearer token every request must carry; None lets every request through.
         max_request_bytes: the largest HTTP body or WebSocket message.
         busy_reason: why a new session would be refused now, None when it would be accepted.
+        queue_timeout_s: how long a session request waits for a free session (0: refused at once).
+        opened: how many sessions have been opened so far (it grows when an admitted request's
+            session opens); needed with ``queue_timeout_s``.
     """
 
     def __init__(self, app: ASGIApp, *, token: str | None, max_request_bytes: int,
-                 busy_reason: Callable[[], str | None]) -> None:
+                 busy_reason: Callable[[], str | None], queue_timeout_s: float = 0.0,
+                 opened: Callable[[], int] | None = None) -> None:
         self.app = app
         self.token = token
         self.max_request_bytes = max_request_bytes
         self.busy_reason = busy_reason
+        self.queue_timeout_s = queue_timeout_s if opened is not None else 0.0
+        self._opened = opened
+        self._queue: asyncio.Lock | None = None  # made on the server's loop, at the first wait
+        self.queued = 0
+        """Session requests waiting for a free session now."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -131,13 +151,72 @@ class Guard:
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         reason = self._auth_error(scope)
-        status, code = 401, 1008
-        if reason is None and scope.get("path", "").rstrip("/") in SESSION_PATHS:
-            reason = self.busy_reason()
-            status, code = 503, 1013
         if reason is not None:
-            await _deny(scope, receive, send, status, code, reason)
+            await _deny(scope, receive, send, 401, 1008, reason)
             return
+        if scope.get("path", "").rstrip("/") in SESSION_PATHS:
+            if self.queue_timeout_s > 0:
+                # Every session request takes its turn, free place or not: one admitted while
+                # another's session is still opening would take the same place (two open, one
+                # then refused by OpenEnv's own cap, after its accept and without Retry-After).
+                await self._queued(scope, receive, send)
+                return
+            reason = self.busy_reason()
+            if reason is not None:
+                await _deny(scope, receive, send, 503, 1013, reason)
+                return
+        await self._session(scope, receive, send)
+
+    async def _queued(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A session request: wait for a free session, up to ``queue_timeout_s``; admitted, hold
+        the queue until its session opens, so the next one does not take the same free place.
+        Not first come, first served: whoever looks first after the queue frees goes next."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.queue_timeout_s
+        if self._queue is None:
+            self._queue = asyncio.Lock()
+        session: asyncio.Future[None] | None = None
+        self.queued += 1
+        try:
+            session = await self._admit(scope, receive, send, deadline)
+        finally:
+            self.queued -= 1
+        if session is not None:
+            await session
+            return
+        reason = self.busy_reason() or "the env server had no free session"
+        waited = f" (waited {self.queue_timeout_s:g} s for one)" if self.queue_timeout_s else ""
+        await _deny(scope, receive, send, 503, 1013, reason.rstrip(".") + waited + ".")
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send, deadline: float) -> asyncio.Future[None] | None:
+        """The admitted request's session (running), or None when none was free by ``deadline``."""
+        loop = asyncio.get_running_loop()
+        assert self._queue is not None
+        session: asyncio.Future[None] | None = None
+        while self._queue.locked() and loop.time() < deadline:  # another request holds the queue
+            await asyncio.sleep(QUEUE_POLL_S)
+        if not self._queue.locked():
+            # Free: acquire() returns at once, nothing runs between the check and it (no timeout
+            # around it either, which could cancel it after it took the lock).
+            await self._queue.acquire()
+            try:
+                while (reason := self.busy_reason()) is not None and loop.time() < deadline:
+                    await asyncio.sleep(min(QUEUE_POLL_S, max(0.0, deadline - loop.time())))
+                if reason is None and self._opened is not None:  # (queue_timeout_s is 0 without it)
+                    before = self._opened()
+                    session = asyncio.ensure_future(self._session(scope, receive, send))
+                    settle = loop.time() + SETTLE_S
+                    while self._opened() == before and not session.done() and loop.time() < settle:
+                        await asyncio.sleep(QUEUE_POLL_S)
+            except BaseException:
+                if session is not None:  # cancelled while its session opened: it goes too
+                    session.cancel()
+                raise
+            finally:
+                self._queue.release()
+        return session
+
+    async def _session(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_request_bytes
 
         async def guarded_receive() -> Message:
@@ -180,8 +259,10 @@ async def _deny(scope: Scope, receive: Receive, send: Send, status: int, code: i
         return
     if "websocket.http.response" in scope.get("extensions", {}):
         body = _error_body(reason, "UNAUTHORIZED" if status == 401 else "CAPACITY_REACHED")
-        await send({"type": "websocket.http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 503:
+            headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": body})
     else:
         await send({"type": "websocket.close", "code": code, "reason": reason[:120]})

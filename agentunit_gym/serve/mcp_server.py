@@ -25,6 +25,7 @@ Written against the SDK's low-level ``Server`` API as it is in mcp 2.0 through t
 from __future__ import annotations
 
 import hmac
+import importlib.metadata
 import ipaddress
 import json
 import socket
@@ -32,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentunit_gym.core.actions import ToolSpec
-from agentunit_gym.errors import AgentUnitError, ConfigError, MissingDependencyError
+from agentunit_gym.errors import AgentUnitError, ConfigError, DependencyVersionError, MissingDependencyError
 from agentunit_gym.serve.served_episodes import AGENT_LABEL, EpisodePool, ServedEpisode, ToolOutcome
 
 if TYPE_CHECKING:
@@ -61,11 +62,24 @@ SESSION_HEADER = "mcp-session-id"
 _PURPOSE = "the MCP server (agentunit-gym mcp)"
 
 
-def _require_mcp() -> None:
+def _require_mcp(version_of: Callable[[str], str] = importlib.metadata.version) -> None:
+    """Raise unless mcp 2 is installed: mcp 1 (which ``openenv`` 0.4.2 on brings through
+    ``fastmcp<4``) imports, but has another API, and the server would fail on its first import."""
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError("mcp", "mcp", _PURPOSE) from exc
+    try:
+        version = version_of("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return  # an mcp without metadata (a source checkout): its imports will tell
+    if int(version.split(".", 1)[0]) < 2:
+        raise DependencyVersionError(
+            "mcp", "mcp", _PURPOSE, found=f"mcp {version}", works_with="mcp 2.0.x",
+            advice=("if the openenv package (0.4.2 or later) is installed, it holds mcp below 2 through "
+                    "fastmcp<4: pip uninstall -y openenv openenv-core && pip install \"agentunit-gym[serve,mcp]\" "
+                    "puts the env server on openenv-core, which takes mcp 2 (docs/serving.md, \"OpenEnv's two "
+                    "packages\")."))
 
 
 def is_loopback(host: str) -> bool:

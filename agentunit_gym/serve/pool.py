@@ -4,7 +4,8 @@ A session takes a fresh copy (``acquire``) and gives it back when it ends (``rel
 which closes it: its sandbox, database or container is freed, and no later session can see
 what the last one left. A background thread keeps a few fresh copies ready, so a session's
 first reset does not wait for an env to be built. At most ``limit`` copies are leased at once:
-one more is refused with :class:`~agentunit_gym.errors.ServerBusyError`.
+one more waits up to ``wait_s`` for a lease to end, then is refused with
+:class:`~agentunit_gym.errors.ServerBusyError`.
 
 Example:
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -51,12 +53,15 @@ class EnvPool:
         make: builds one env copy (``gym.make(...)`` with the server's options).
         limit: the most copies leased at once (the server's ``--max-sessions``).
         warm: how many fresh copies to keep ready (never more than ``limit`` minus the leased ones).
+        wait_s: how long ``acquire`` waits for a free lease when ``limit`` are leased (0: refuse at once).
 
     Raises:
-        ConfigError: ``limit`` below 1 or ``warm`` below 0.
+        ConfigError: ``limit`` below 1, ``warm`` or ``wait_s`` below 0.
     """
 
-    def __init__(self, make: EnvFactory, *, limit: int, warm: int = 2) -> None:
+    def __init__(self, make: EnvFactory, *, limit: int, warm: int = 2, wait_s: float = 0.0) -> None:
+        if wait_s < 0:
+            raise ConfigError(f"the wait for a free session must be 0 or more seconds, got {wait_s}.")
         if limit < 1:
             raise ConfigError(f"the session limit must be at least 1, got {limit}.")
         if warm < 0:
@@ -64,6 +69,7 @@ class EnvPool:
         self._make = make
         self.limit = limit
         self.warm = warm
+        self.wait_s = wait_s
         self._idle: collections.deque[gym.Env[str, str]] = collections.deque()
         self._leased = 0
         self._building = 0
@@ -92,16 +98,20 @@ class EnvPool:
         """A fresh env copy for one session.
 
         Raises:
-            ServerBusyError: ``limit`` copies are leased already.
+            ServerBusyError: ``limit`` copies were leased for all of ``wait_s``.
             AgentUnitError: building a copy failed (the backend's own error).
         """
         with self._cond:
+            deadline = time.monotonic() + self.wait_s
+            while not self._closed and self._leased >= self.limit and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
             if self._closed:
                 raise ServerBusyError("the env server is shutting down; connect to another server.")
             if self._leased >= self.limit:
+                waited = f" (waited {self.wait_s:g} s for one to end)" if self.wait_s else ""
                 raise ServerBusyError(
-                    f"the env server has {self._leased} sessions open, its limit (--max-sessions {self.limit}); "
-                    "close a session or retry later, or start the server with a higher --max-sessions.")
+                    f"the env server has {self._leased} sessions open, its limit (--max-sessions {self.limit})"
+                    f"{waited}; close a session or retry later, or start the server with a higher --max-sessions.")
             self._leased += 1
             env = self._idle.popleft() if self._idle else None
             self._cond.notify_all()

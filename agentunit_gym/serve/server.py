@@ -52,7 +52,8 @@ from agentunit_gym.errors import (
     ServerBusyError,
     TaskNotFoundError,
 )
-from agentunit_gym.serve.guard import ASGIApp, Guard
+from agentunit_gym.serve.guard import RETRY_AFTER_S, ASGIApp, Guard
+from agentunit_gym.serve.openenv_api import load_server_api
 from agentunit_gym.serve.pool import EnvPool
 
 logger = logging.getLogger("agentunit_gym")
@@ -80,7 +81,11 @@ class ServeConfig(BaseModel):
     port: int = Field(default=8000, ge=0, le=65535)
     """Port to bind; 0 takes a free one (the URL says which)."""
     max_sessions: int = Field(default=16, ge=1)
-    """Most sessions open at once; one more gets 503."""
+    """Most sessions open at once; one more waits up to ``queue_timeout_s`` for a free one, then gets 503."""
+    queue_timeout_s: float = Field(default=5.0, ge=0, le=600)
+    """How long a session request waits for a free session when ``max_sessions`` are open
+    (a burst of rollout workers queues instead of failing at once); then 503 with ``Retry-After``.
+    0 refuses at once."""
     token: str | None = None
     """Bearer token every request must carry; None accepts any request (loopback only)."""
     idle_timeout_s: float = Field(default=300.0, gt=0)
@@ -126,16 +131,16 @@ class EnvServer:
     Raises:
         ConfigError: an unknown env id, an exposed host without a token, or an env option
             the env refuses (the first copy is built here, so a mistake shows at start).
-        MissingDependencyError: ``openenv-core`` is not installed.
+        MissingDependencyError: OpenEnv is not installed (``openenv-core``, the serve extra's, or
+            ``openenv``); a :class:`DependencyVersionError` when one is, but not a version whose
+            server API we can use.
     """
 
     def __init__(self, config: ServeConfig) -> None:
         check_exposure(config)
-        try:
-            from openenv.core.env_server import create_app
-            from openenv.core.env_server.types import ConcurrencyConfig
-        except ImportError as exc:
-            raise MissingDependencyError("openenv-core", "serve", "agentunit-gym serve") from exc
+        openenv = load_server_api()
+        if openenv.clash is not None:
+            logger.warning("agentunit-gym serve: %s", openenv.clash)
         from agentunit_gym.serve.session import ReplyAction, TextObservation
 
         env_id = full_env_id(config.env)
@@ -148,16 +153,21 @@ class EnvServer:
             kwargs["backend"] = config.backend
         self._kwargs = kwargs
         self.description = self._describe()
-        self.pool = EnvPool(self._make_env, limit=config.max_sessions, warm=config.warm)
+        self.pool = EnvPool(self._make_env, limit=config.max_sessions, warm=config.warm,
+                            wait_s=config.queue_timeout_s)
         self._open = 0
+        self._opened = 0
         self._count_lock = threading.Lock()
-        app = create_app(
+        self.openenv = openenv.description
+        app = openenv.create_app(
             self._new_session, ReplyAction, TextObservation, env_name=env_id.split("/", 1)[-1],
-            concurrency_config=ConcurrencyConfig(max_concurrent_envs=config.max_sessions,
-                                                 session_timeout=config.idle_timeout_s))
+            concurrency_config=openenv.ConcurrencyConfig(max_concurrent_envs=config.max_sessions,
+                                                         session_timeout=config.idle_timeout_s))
         self._install_routes(app)
-        self.app: ASGIApp = Guard(app, token=config.token, max_request_bytes=config.max_request_bytes,
-                                  busy_reason=self.busy_reason)
+        self._guard = Guard(app, token=config.token, max_request_bytes=config.max_request_bytes,
+                            busy_reason=self.busy_reason, queue_timeout_s=config.queue_timeout_s,
+                            opened=lambda: self._opened)
+        self.app: ASGIApp = self._guard
 
     # ------------------------------------------------------------ sessions
 
@@ -174,6 +184,7 @@ class EnvServer:
 
         with self._count_lock:
             self._open += 1
+            self._opened += 1
         return SessionEnv(self.pool, self.env_id, max_action_chars=self.config.max_action_chars,
                           on_close=self._session_closed)
 
@@ -211,7 +222,8 @@ class EnvServer:
 
     def health(self) -> dict[str, Any]:
         return {"status": "healthy", **self.description,
-                "sessions": {"open": self._open, "max": self.config.max_sessions, "warm": self.pool.idle}}
+                "sessions": {"open": self._open, "max": self.config.max_sessions, "warm": self.pool.idle,
+                             "queued": self._guard.queued}}
 
     def metadata(self) -> dict[str, Any]:
         from agentunit_gym import __version__
@@ -221,7 +233,7 @@ class EnvServer:
                 "limits": {"max_sessions": self.config.max_sessions, "idle_timeout_s": self.config.idle_timeout_s,
                            "max_action_chars": self.config.max_action_chars,
                            "max_request_bytes": self.config.max_request_bytes},
-                "auth": "bearer" if self.config.token else "none"}
+                "auth": "bearer" if self.config.token else "none", "openenv": self.openenv}
 
     def _install_routes(self, app: Any) -> None:
         """Our /health and /metadata in place of OpenEnv's, and status codes for our errors."""
@@ -239,7 +251,10 @@ class EnvServer:
 
         async def session_error(_: Request, exc: Exception) -> JSONResponse:
             error = exc.error if isinstance(exc, SessionError) else exc
-            return JSONResponse({"detail": str(exc), "error": type(error).__name__}, status_code=status_of(error))
+            status = status_of(error)
+            headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+            return JSONResponse({"detail": str(exc), "error": type(error).__name__}, status_code=status,
+                                headers=headers)
 
         app.add_exception_handler(SessionError, session_error)
 

@@ -1,6 +1,6 @@
 """One server session as an OpenEnv ``Environment``: the wire models and the adapter.
 
-OpenEnv's server (``openenv.core.env_server.create_app``) makes one ``Environment`` per
+OpenEnv's server (``create_app``, from :mod:`~agentunit_gym.serve.openenv_api`) makes one ``Environment`` per
 WebSocket session through a factory and calls its ``reset``, ``step``, ``state`` and
 ``close``. :class:`SessionEnv` is that object for an AgentUnit env: it leases a fresh env
 copy from the server's :class:`~agentunit_gym.serve.pool.EnvPool` at its first reset and
@@ -22,16 +22,26 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
-from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
 from agentunit_gym.errors import AgentUnitError, EpisodeStateError, RemoteProtocolError
 from agentunit_gym.serve.jsonsafe import to_jsonable
+from agentunit_gym.serve.openenv_api import load_server_api
 from agentunit_gym.serve.pool import EnvPool
+
+# The wire models derive from OpenEnv's, so importing this module needs OpenEnv (openenv-core or
+# openenv); without it the import raises MissingDependencyError, an ImportError with the pip line.
+# mypy reads OpenEnv's own names (untyped: Any); at run time they come through the one seam.
+if TYPE_CHECKING:
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+else:
+    _OPENENV = load_server_api()
+    Action, Observation, State = _OPENENV.Action, _OPENENV.Observation, _OPENENV.State
+    Environment, EnvironmentMetadata = _OPENENV.Environment, _OPENENV.EnvironmentMetadata
 
 RESET_FIELDS = ("seed", "episode_id", "options")
 """What a reset message's ``data`` may hold."""

@@ -4,10 +4,12 @@ other caller's sandbox maps one uid and ``su`` fails at once with a note."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,12 +45,15 @@ def skip_unless_many_users() -> None:
         skip_without_cgroup(reason)
 
 
-@pytest.fixture
-def need_many_users() -> None:
-    skip_unless_many_users()
+def many_users(test: Callable[..., None]) -> Callable[..., None]:
+    """Decorate a test that needs many users: it skips as :func:`skip_unless_many_users` does
+    (a decorator, not a fixture mark, so that other test modules can import it)."""
+    @functools.wraps(test)
+    def checked(*args: Any, **kwargs: Any) -> None:
+        skip_unless_many_users()
+        test(*args, **kwargs)
 
-
-many_users = pytest.mark.usefixtures("need_many_users")
+    return checked
 
 
 # ------------------------------------------------------------------ the decision

@@ -127,14 +127,27 @@ def test_legit_flows_that_look_close_are_not_refused() -> None:
     env.step(STEP)
     env.reset(options={"task_id": "t2"})
     env.reset()
-    # After an ended episode, a reset with a seed only (nothing to lose), then a bare one.
-    _end(env)
-    env.reset(seed=2)
-    env.reset()
     # After an ended episode, a reset with empty options, then a bare one.
     _end(env)
     env.reset(options={})
     env.reset()
+    # A seeded reset followed by a step, then a bare one: an autoreset.
+    _end(env)
+    env.reset(seed=2)
+    env.step(STEP)
+    env.reset()
+
+
+def test_a_seeded_reset_lost_the_same_way_is_refused_too() -> None:
+    # gymnasium's bug repeats envs.reset(seed=s) without its seed as well: the copy would play
+    # whatever its RNG draws next, not the task the seeded reset reported.
+    env = ToyEnv()
+    env.reset(seed=1)
+    _end(env)
+    started = env.reset(seed=2)[1]["task_id"]
+    with pytest.raises(LostResetOptionsError, match=rf"'seed' started task '{started}'.*SAME_STEP"):
+        env.reset()
+    env.step(STEP)  # the episode the seeded reset started goes on: nothing was changed
 
 
 @pytest.mark.parametrize("travel", [lambda e: pickle.loads(pickle.dumps(e)), copy.deepcopy], ids=["pickle", "deepcopy"])

@@ -104,3 +104,17 @@ def test_eval_still_asks_for_auto_and_records_what_it_got(monkeypatch: pytest.Mo
     assert len(records) == 2
     for record, trace in records:
         assert trace is not None and record.backend == trace.backend == "sqlite"
+
+
+def test_the_hosts_variables_do_not_change_the_default(domain_case: DomainCase,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # A DSN or a SPARQL endpoint in the host's environment names servers for the runs that ask
+    # for them (backend="mysql" / "sparql", Freebase tasks); gym.make without backend= ignores them.
+    monkeypatch.setenv("AGENTUNIT_MYSQL_DSN", "mysql://root@127.0.0.1:9/unreachable")
+    monkeypatch.setenv("AGENTUNIT_KG_ENDPOINT", "http://127.0.0.1:9/sparql")
+    env = gym.make(domain_case.env_id)
+    try:
+        _, info = env.reset(seed=0)
+        assert info["backend"] == domain_case.domain.embedded_backend.name
+    finally:
+        env.close()

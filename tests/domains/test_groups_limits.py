@@ -10,7 +10,7 @@ import pytest
 
 import agentunit_gym  # noqa: F401  (registers the ids)
 from agentunit_gym.core.finish import FinishReason, LimitKind
-from agentunit_gym.errors import ResetOptionError
+from agentunit_gym.errors import LostResetOptionsError, ResetOptionError
 
 DB = partial(gym.make, "AgentUnit/DB-v0", backend="sqlite")
 SELECT = "Action: Operation\n```sql\nSELECT 1;\n```"
@@ -115,14 +115,15 @@ def test_async_next_step_keeps_a_pending_autoreset_across_reset() -> None:
     """gymnasium 1.4's behaviour that docs/training.md describes: with shared_memory=False and
     next-step autoreset, an explicit reset() does not clear a copy's pending autoreset, so its
     first step resets it again, with neither seed nor options. After a reset with options the env
-    notices and raises LostResetOptionsError (tests/domains/test_groups_sticky.py); after a reset
-    with a seed only it shows here as the copy's step 0. If this starts failing, gymnasium fixed
-    it: update "Vector envs" and "Groups (GRPO)" in docs/training.md, and NEXT_STEP_ASYNC there."""
+    notices and raises LostResetOptionsError, after a reset with a seed as after one with options
+    (tests/domains/test_groups_sticky.py); the copy would otherwise have played another task.
+    If this starts failing, gymnasium fixed it: update "Vector envs" and "Groups (GRPO)" in
+    docs/training.md, and NEXT_STEP_ASYNC there."""
     first, _ = _task_ids(2)
     envs = gym.vector.AsyncVectorEnv([DB] * 2, shared_memory=False)
     envs.reset(seed=0, options={"task_id": first})
     envs.step(("Action: Answer\nFinal Answer: []", SELECT))  # copy 0 ends
     envs.reset(seed=1)
-    *_, infos = envs.step((SELECT, SELECT))
-    assert list(infos["step"]) == [0, 1]  # copy 0 was reset again instead of stepped
+    with pytest.raises(LostResetOptionsError, match="'seed'"):  # copy 0 was reset again, seedless
+        envs.step((SELECT, SELECT))
     envs.close()

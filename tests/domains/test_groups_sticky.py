@@ -130,6 +130,12 @@ def test_every_copy_plays_the_groups_task_on_every_episode_until_released(name: 
         fresh = MODES["sync"](case)
         assert list(infos["task_id"]) == list(fresh.reset(seed=2)[1]["task_id"])
         fresh.close()
+        if mode in NEXT_STEP_ASYNC:
+            # gymnasium repeats this seeded reset, without its seed, on a copy whose last step
+            # ended its episode: that copy would play another task than the one reported.
+            with pytest.raises(LostResetOptionsError, match="'seed'.*SAME_STEP"):
+                play(envs, case, 2, infos)
+            return
         played = play(envs, case, 2, infos)
         assert len({t for tasks in played.tasks for t in tasks}) > 2
     finally:

@@ -26,6 +26,7 @@ from agentunit_gym.errors import (  # noqa: E402
     RemoteProtocolError,
     ServerBusyError,
 )
+from agentunit_gym.serve.openenv_api import installed_distributions  # noqa: E402
 from agentunit_gym.serve.server import RunningServer, ServeConfig, start_server  # noqa: E402
 from tests.serve.helpers import http, poll  # noqa: E402
 
@@ -36,7 +37,9 @@ SELECT = "Action: Operation\n```sql\nSELECT 1\n```"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningServer]:
-    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0, max_sessions=MAX_SESSIONS, warm=1)) as s:
+    # No queue: a request over the cap is refused at once (tests/serve/test_queue.py: the queue).
+    with start_server(ServeConfig(env="DB-v0", backend="sqlite", port=0, max_sessions=MAX_SESSIONS, warm=1,
+                                  queue_timeout_s=0)) as s:
         yield s
 
 
@@ -88,6 +91,8 @@ def test_health_and_metadata_name_the_env_backend_and_tasks(server: RunningServe
     assert (meta["name"], meta["env_id"], meta["backend"], meta["tasks"]) == ("AgentUnit/DB-v0", "AgentUnit/DB-v0",
                                                                             "sqlite", tasks)
     assert meta["splits"] == health["splits"] and meta["auth"] == "none"
+    installed = installed_distributions()  # which OpenEnv runs: openenv-core 0.3 or openenv 0.10 here
+    assert meta["openenv"] == " and ".join(f"{name} {version}" for name, version in installed.items())
     status, schema = http("GET", server.url + "/schema")
     assert status == 200 and "text" in schema["action"]["properties"]
 

@@ -194,7 +194,10 @@ class KGEnv(AgentEnv[KGTask]):
         else:
             from agentunit_gym.domains.kg.store import bundled_store
 
-            endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
+            if not endpoint and (graph == "freebase" or backend == "sparql"):
+                # The variable names the server where one is needed or asked for; the bundled
+                # graph without backend= stays embedded on every host (one observation per seed).
+                endpoint = os.environ.get(ENDPOINT_ENV) or None
             if graph == "freebase" and not endpoint:
                 # Without one, the bundled geography graph would answer Freebase questions: every
                 # episode would run, find nothing, and score 0 as if the agent had failed.

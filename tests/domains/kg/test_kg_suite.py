@@ -93,10 +93,12 @@ def test_oracle_and_wrong_answer_on_a_sparql_endpoint(local_server: OxigraphServ
 def test_the_endpoint_can_come_from_the_environment(local_server: OxigraphServer,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTUNIT_KG_ENDPOINT", local_server.endpoint)
-    with KGEnv() as env:  # backend auto: an endpoint is set, so sparql
+    with KGEnv(backend="sparql") as env:  # the server asked for: the variable names it
         assert env.backend_name == "sparql"
         _, info = env.reset(options={"task_id": "kg-001"})
         assert info["backend"] == "sparql"
+    with KGEnv() as env:  # the bundled graph without backend=: embedded on every host
+        assert env.backend_name == "embedded"
 
 
 @pytest.mark.docker
