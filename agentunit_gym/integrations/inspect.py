@@ -324,7 +324,7 @@ def agentunit_scorer() -> Scorer:
 
 
 @task  # type: ignore[untyped-decorator, unused-ignore]  # untyped without inspect_ai
-def agentunit(env: str = "DB-v0", split: str | None = None, tasks: str | None = None, n: int | None = None,
+def agentunit(env: str, split: str | None = None, tasks: str | None = None, n: int | None = None,
               seed: int = 0, backend: str | None = None, task_ids: str | list[str] | None = None,
               examples: bool = True) -> Task:
     """One AgentUnit env's suite as an inspect task (module docstring).
