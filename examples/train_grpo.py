@@ -71,9 +71,9 @@ class Config:
     """The training env's ``invalid_action``: an invalid reply costs the penalty and the model reads
     the env's feedback and tries again, so a group's returns differ by how many replies were
     invalid (under "terminate", a base model whose every reply is invalid gives no signal)."""
-    eval_max_turns: int = 3
-    """The evaluation env's turn limit; evaluation always uses ``invalid_action="terminate"``
-    (AgentBench's protocol: the first invalid reply ends the episode as IF or IA)."""
+    eval_max_turns: int = 2
+    """The evaluation env's turn limit (the optimal episode's length). Evaluation always uses
+    ``invalid_action="terminate"`` (AgentBench's protocol: the first invalid reply ends the episode as IF or IA)."""
     max_new_tokens: int = 48
     temperature: float = 1.0
     eval_temperature: float = 0.7
@@ -112,14 +112,16 @@ class Episode:
     finish_reason: str = ""
 
 
-def load_policy(gguf: Path, lora_rank: int, converted: Path | None = None) -> tuple[Any, Any]:
+def load_policy(gguf: Path, lora_rank: int, converted: Path | None = None,
+                adapter: Path | None = None) -> tuple[Any, Any]:
     """SmolLM2 from the GGUF file (dequantised by transformers' loader) with fresh LoRA adapters.
 
     ``converted``: a folder for the dequantised model and tokenizer in transformers' own format,
     written on the first load and read after it (the conversion takes a minute; reading, seconds).
-    LoRA's B matrices start at zero, so the policy equals the base model until the first update.
+    LoRA's B matrices start at zero, so the policy equals the base model until the first update;
+    ``adapter``: trained LoRA weights (``--save-adapter`` of an earlier run) instead.
     """
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if converted is not None and (converted / "config.json").exists():
@@ -139,6 +141,8 @@ def load_policy(gguf: Path, lora_rank: int, converted: Path | None = None) -> tu
             save_model(model, str(partial / "model.safetensors"))
             tokenizer.save_pretrained(partial)
             partial.rename(converted)
+    if adapter is not None:
+        return PeftModel.from_pretrained(model, adapter), tokenizer
     lora = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, task_type="CAUSAL_LM",
                       target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     return get_peft_model(model, lora), tokenizer
@@ -320,7 +324,7 @@ def policy_gradient_step(model: Any, optimizer: torch.optim.Optimizer, prefix: S
         logps = reply_logprobs(model, leaves, len(prefix.ids or []), [(s, c) for s, c, _ in chunk])
         loss = -sum(a * logp.sum() for (_, _, a), logp in zip(chunk, logps, strict=True)) / tokens
         loss.backward()
-        total += float(loss)
+        total += float(loss.detach())
     torch.autograd.backward([t for pair in kv for t in pair], [t.grad for pair in leaves for t in pair])
     torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad], 1.0)
     optimizer.step()
@@ -426,11 +430,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a folder to keep the dequantised model in (made on the first run)")
     parser.add_argument("--output", type=Path, required=True, help="where the raw results (JSON) go")
     parser.add_argument("--log", type=Path, default=None, help="per-step records (JSON Lines)")
-    parser.add_argument("--threads", type=int, default=2, help="torch's CPU threads (default 2)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's CPU threads (default 1: on a loaded machine two threads' OpenMP barriers "
+                             "made a decoding step 12 times slower)")
     parser.add_argument("--phases", default="before,train,after",
                         help="what to run: before (evaluate the base model), train, after (evaluate the result)")
     parser.add_argument("--before-from", type=Path, default=None,
                         help="take the before evaluation from this earlier raw output (same config) instead")
+    parser.add_argument("--sets", default="bundled_test,generated_test", help="the evaluation sets to play")
+    parser.add_argument("--save-adapter", type=Path, default=None, help="write the trained LoRA weights here")
+    parser.add_argument("--adapter", type=Path, default=None,
+                        help="start from these LoRA weights (e.g. evaluate a trained policy with --phases after)")
     for name, value in asdict(Config()).items():
         parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
     args = parser.parse_args(argv)
@@ -439,10 +449,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    model, tokenizer = load_policy(args.gguf, cfg.lora_rank, args.converted)
+    model, tokenizer = load_policy(args.gguf, cfg.lora_rank, args.converted, args.adapter)
     model.eval()
     prefix = SharedPrefix()
-    sets = eval_sets(cfg) if phases & {"before", "after"} else {}
+    wanted = args.sets.split(",")
+    sets = {k: v for k, v in eval_sets(cfg).items() if k in wanted} if phases & {"before", "after"} else {}
     result: dict[str, Any] = {"config": asdict(cfg), "train_families": list(TRAIN_FAMILIES),
                               "load_s": round(time.perf_counter() - started, 1), "before": {}, "after": {}}
     if args.before_from:
@@ -463,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             result["history"] = train(model, tokenizer, prefix, cfg, log)
             result["train_s"] = round(time.perf_counter() - t0, 1)
+            if args.save_adapter:
+                model.save_pretrained(args.save_adapter)
         for name, (tasks, split, ids) in sets.items() if "after" in phases else ():
             t0 = time.perf_counter()
             result["after"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg))

@@ -8,7 +8,8 @@ sides). The plot needs matplotlib (the training venv has it).
 
 Run it::
 
-    python examples/train_grpo_report.py RAW.json --output benchmarks/results/train_grpo.json --plot docs/img/train_grpo.png
+    python examples/train_grpo_report.py runs/train-grpo/raw.json --output benchmarks/results/train_grpo.json \
+        --plot docs/img/train_grpo.png
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from agentunit_gym.eval.stats import (
 )
 
 INVALID = ("invalid_format", "invalid_action")
+EVAL_FIELDS = ("eval_max_turns", "max_new_tokens", "eval_temperature", "format_penalty", "eval_repeats_bundled",
+               "eval_generated", "eval_batch", "seed")
+"""The settings an evaluation depends on (examples/train_grpo.py's ``EVAL_FIELDS``)."""
 METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
     "success_rate": lambda e: float(e["success"]),
     "valid_action_rate": lambda e: float(e["finish_reason"] not in INVALID),
@@ -71,6 +75,21 @@ def difference(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]
         point = sides[1][0].sum() / sides[1][1].sum() - sides[0][0].sum() / sides[0][1].sum()
         out[name] = {"value": float(point), "low": interval.low, "high": interval.high, "method": interval.method,
                      "excludes_0": bool(interval.low > 0 or interval.high < 0)}
+    return out
+
+
+def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One raw result from the outputs of phases run as separate processes (the first one's config)."""
+    out: dict[str, Any] = {**parts[0], "before": {}, "after": {}}
+    for part in parts:
+        differ = [k for k in EVAL_FIELDS if part["config"][k] != out["config"][k]]
+        if differ:
+            raise ValueError(f"the parts were evaluated with different settings: {', '.join(differ)}")
+        for key in ("before", "after"):
+            out[key].update(part.get(key, {}))
+        out.update({k: v for k, v in part.items() if k.endswith("_s") and k not in ("load_s", "total_s")})
+        if part.get("history"):
+            out["history"] = part["history"]
     return out
 
 
@@ -125,12 +144,13 @@ def plot(history: Sequence[dict[str, Any]], path: Path, window: int = 5) -> None
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("raw", type=Path, help="examples/train_grpo.py's --output")
+    parser.add_argument("raw", type=Path, nargs="+",
+                        help="examples/train_grpo.py's --output; several (phases run apart) are merged")
     parser.add_argument("--output", type=Path, required=True, help="the summary (JSON)")
     parser.add_argument("--plot", type=Path, default=None, help="the training curve (PNG)")
     parser.add_argument("--commit", default="", help="the commit the run was made at")
     args = parser.parse_args(argv)
-    raw = json.loads(args.raw.read_text(encoding="utf-8"))
+    raw = merge([json.loads(path.read_text(encoding="utf-8")) for path in args.raw])
     result = summarise(raw, args.commit)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -36,6 +36,8 @@ BASE_PYTHON=${TRAIN_BASE_PYTHON:-python3}
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/agentunit-gym
 VENV=${AGENTUNIT_TRAIN_VENV:-$CACHE_ROOT/train-venv}
 NICE=${TRAIN_NICE:-10}
+# One thread: on this shared machine two threads' OpenMP barriers made a decoding step 12 times slower.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 log() { printf '\n==> [%s, %ss in] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*" >&2; }
 

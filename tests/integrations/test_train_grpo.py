@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("torch", reason="torch is not in the test extra; run bash scripts/train-demo.sh pytest")
-pytest.importorskip("peft", reason="peft is not in the test extra; run bash scripts/train-demo.sh pytest")
-pytest.importorskip("transformers", reason="transformers is not in the test extra; run bash scripts/train-demo.sh pytest")
+WHY = "is not in the test extra (torch is several GB); run: bash scripts/train-demo.sh pytest"
+for _module in ("torch", "peft", "transformers"):
+    pytest.importorskip(_module, reason=f"{_module} {WHY}")
 
 import torch  # noqa: E402
 from gymnasium.vector import SyncVectorEnv  # noqa: E402
@@ -62,7 +62,7 @@ def policy(grpo: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, An
 
 def _replay(grpo: Any, tasks: list[Any], cfg: Any, task_id: str, replies: list[str]) -> tuple[float, str, bool]:
     """The same replies in a fresh env: its total reward, finish reason and success."""
-    env = grpo.make_env(tasks, cfg)
+    env = grpo.make_env(tasks, cfg, training=True)
     try:
         env.reset(options={"task_id": task_id})
         total, finish, success = 0.0, "", False
@@ -82,7 +82,7 @@ def test_one_grpo_step_trains_on_the_envs_own_rewards(grpo: Any, policy: tuple[A
     model, tokenizer = policy
     cfg = grpo.Config(group_size=4, groups_per_step=1, max_turns=2, max_new_tokens=24, micro_batch=2)
     tasks = grpo.train_tasks(cfg)[:3]
-    envs = SyncVectorEnv([lambda: grpo.make_env(tasks, cfg) for _ in range(cfg.group_size)])
+    envs = SyncVectorEnv([lambda: grpo.make_env(tasks, cfg, training=True) for _ in range(cfg.group_size)])
     prefix = grpo.SharedPrefix()
     optimizer = grpo.make_optimizer(model, cfg)
     trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
