@@ -13,16 +13,18 @@
 #
 # Usage:
 #   bash scripts/train-demo.sh setup          build the venv if missing; print its python
-#   bash scripts/train-demo.sh run [OUT]      setup, train + evaluate (OUT/raw.json, OUT/steps.jsonl,
-#                                             default runs/train-grpo), then `report`
-#   bash scripts/train-demo.sh report OUT     OUT/raw.json -> benchmarks/results/train_grpo.json and
+#   bash scripts/train-demo.sh run [OUT]      setup, train and evaluate before and after (raw results,
+#                                             logs and the LoRA adapter in OUT, default runs/train-grpo),
+#                                             then `report`
+#   bash scripts/train-demo.sh report OUT     OUT's raw results -> benchmarks/results/train_grpo.json and
 #                                             docs/img/train_grpo.png
 #   bash scripts/train-demo.sh pytest [ARGS]  setup, then tests/integrations/test_train_grpo.py in the venv
 #
-# Settings (environment): TRAIN_MINUTES (training time cap, default 60; the evaluations come on
-# top: about 10-25 minutes each side on 2 loaded cores), TRAIN_ARGS (more options of
-# examples/train_grpo.py, e.g. "--group-size 8"), TRAIN_NICE (default 10). Memory is bounded:
-# one model (540 MB in float32), one shared-prefix cache, batches of at most --eval-batch episodes.
+# Settings (environment): TRAIN_MINUTES (training time cap, default 50; the base model's evaluation
+# runs beside the training, the trained policy's after it: 20-30 more minutes on 2 loaded cores),
+# TRAIN_ARGS (more options of examples/train_grpo.py, e.g. "--group-size 4"), TRAIN_NICE (default
+# 10). Memory is bounded: per process one model (540 MB in float32) and one shared-prefix cache,
+# batches of at most --eval-batch episodes; two processes at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,20 +99,50 @@ EOF
 report() {
   local out=$1
   log "summary -> benchmarks/results/train_grpo.json, plot -> docs/img/train_grpo.png"
-  "$VENV/bin/python" examples/train_grpo_report.py "$out/raw.json" --output benchmarks/results/train_grpo.json \
-    --plot docs/img/train_grpo.png --commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  "$VENV/bin/python" examples/train_grpo_report.py "$out"/before.json "$out"/train.json "$out"/after-*.json \
+    --output benchmarks/results/train_grpo.json --plot docs/img/train_grpo.png \
+    --commit "$(cat "$out/commit.txt" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
 }
 
-run() {
-  local out=${1:-runs/train-grpo}
-  local py
-  py=$(setup)
-  mkdir -p "$out"
-  log "GRPO: training for at most ${TRAIN_MINUTES:-60} min, evaluations before and after (log: $out/steps.jsonl)"
+PIDS=()
+stop_children() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+
+# One phase of examples/train_grpo.py in the background, niced, its output in OUT/NAME.log.
+phase() {
+  local name=$1
+  shift
   # shellcheck disable=SC2086  # TRAIN_ARGS is a list of options
-  nice -n "$NICE" "$py" examples/train_grpo.py --gguf "$(model_path)" --converted "$VENV/smollm2-135m-hf" \
-    --max-train-minutes "${TRAIN_MINUTES:-60}" --output "$out/raw.json" --log "$out/steps.jsonl" ${TRAIN_ARGS:-}
-  report "$out"
+  nice -n "$NICE" "$PY" examples/train_grpo.py --gguf "$GGUF" --converted "$VENV/smollm2-135m-hf" \
+    ${TRAIN_ARGS:-} "$@" >"$OUT/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+
+# Four processes of one torch thread each, two at a time: the base model's evaluation beside the
+# training, then the trained policy's evaluation on the two test sets side by side.
+run() {
+  OUT=${1:-runs/train-grpo}
+  PY=$(setup)
+  GGUF=$(model_path)
+  mkdir -p "$OUT"
+  git rev-parse HEAD >"$OUT/commit.txt" 2>/dev/null || true
+  trap stop_children EXIT INT TERM
+  log "converting the GGUF model once (kept in $VENV/smollm2-135m-hf)"
+  nice -n "$NICE" "$PY" examples/train_grpo.py --gguf "$GGUF" --converted "$VENV/smollm2-135m-hf" --phases load \
+    --output "$OUT/load.json"
+  log "training for at most ${TRAIN_MINUTES:-50} min (log: $OUT/steps.jsonl), the base model's evaluation beside it"
+  phase before --phases before --output "$OUT/before.json"
+  phase train --phases train --max-train-minutes "${TRAIN_MINUTES:-50}" --save-adapter "$OUT/adapter" \
+    --output "$OUT/train.json" --log "$OUT/steps.jsonl"
+  for pid in "${PIDS[@]}"; do wait "$pid"; done
+  PIDS=()
+  log "evaluating the trained policy"
+  phase after-bundled_test --phases after --sets bundled_test --adapter "$OUT/adapter" \
+    --output "$OUT/after-bundled_test.json"
+  phase after-generated_test --phases after --sets generated_test --adapter "$OUT/adapter" \
+    --output "$OUT/after-generated_test.json"
+  for pid in "${PIDS[@]}"; do wait "$pid"; done
+  PIDS=()
+  report "$OUT"
 }
 
 cmd=${1:-run}
