@@ -74,8 +74,13 @@ class Config:
     eval_max_turns: int = 2
     """The evaluation env's turn limit (the optimal episode's length). Evaluation always uses
     ``invalid_action="terminate"`` (AgentBench's protocol: the first invalid reply ends the episode as IF or IA)."""
-    max_new_tokens: int = 48
-    temperature: float = 1.0
+    max_new_tokens: int = 64
+    reply_opening: str = "Think:"
+    """Text every reply starts with, given to the model after the chat template's generation prompt
+    (the first word of the grammar's replies and of the worked example's). With it the base model
+    wrote a valid action in 5 of 16 samples, without it in 0 of 16 (nor 0 of 128 training replies):
+    GRPO learns nothing from groups whose replies are all invalid. Part of the policy, before and after."""
+    temperature: float = 0.7
     eval_temperature: float = 0.7
     format_penalty: float = 0.5
     train_pool: int = 3000
@@ -84,13 +89,13 @@ class Config:
     """Episodes per task of DB-v0's bundled test split (24 tasks: 216 episodes)."""
     eval_generated: int = 216
     """Generated test-split question tasks, one episode each."""
-    eval_batch: int = 24
+    eval_batch: int = 48
     micro_batch: int = 4
     seed: int = 0
 
 
-EVAL_FIELDS = ("eval_max_turns", "max_new_tokens", "eval_temperature", "format_penalty", "eval_repeats_bundled",
-               "eval_generated", "eval_batch", "seed")
+EVAL_FIELDS = ("eval_max_turns", "max_new_tokens", "reply_opening", "eval_temperature", "format_penalty",
+               "eval_repeats_bundled", "eval_generated", "eval_batch", "seed")
 """The settings an evaluation depends on: two runs that share them play the same episodes of the base model."""
 
 
@@ -196,17 +201,18 @@ class SharedPrefix:
         return cache
 
 
-def prompt_ids(tokenizer: Any, conversation: Sequence[dict[str, Any]]) -> list[int]:
+def prompt_ids(tokenizer: Any, conversation: Sequence[dict[str, Any]], opening: str = "") -> list[int]:
+    """The conversation in the chat template, the assistant's turn opened, then ``opening``'s tokens."""
     ids: list[int] = tokenizer.apply_chat_template(list(conversation), add_generation_prompt=True, tokenize=True,
                                                    return_dict=True)["input_ids"]
-    return ids
+    return ids + (tokenizer.encode(opening, add_special_tokens=False) if opening else [])
 
 
 @torch.no_grad()
 def generate(model: Any, tokenizer: Any, prefix: SharedPrefix, conversations: Sequence[Sequence[dict[str, Any]]],
              cfg: Config, temperature: float) -> list[tuple[list[int], list[int], str]]:
     """One reply per conversation, in one batch: ``(prompt ids after the prefix, reply ids, reply text)``."""
-    rows = [prompt_ids(tokenizer, c) for c in conversations]
+    rows = [prompt_ids(tokenizer, c, cfg.reply_opening) for c in conversations]
     prefix.fit(rows)
     assert prefix.ids is not None
     p = len(prefix.ids)
@@ -224,7 +230,7 @@ def generate(model: Any, tokenizer: Any, prefix: SharedPrefix, conversations: Se
     for suffix, generated in zip(suffixes, out[:, input_ids.shape[1]:].tolist(), strict=True):
         if tokenizer.eos_token_id in generated:  # keep the end-of-turn token: stopping is learned too
             generated = generated[:generated.index(tokenizer.eos_token_id) + 1]
-        replies.append((suffix, generated, tokenizer.decode(generated, skip_special_tokens=True)))
+        replies.append((suffix, generated, cfg.reply_opening + tokenizer.decode(generated, skip_special_tokens=True)))
     return replies
 
 
@@ -264,7 +270,8 @@ def rollout(envs: SyncVectorEnv, model: Any, tokenizer: Any, prefix: SharedPrefi
         observations, rewards, terminated, truncated, infos = envs.step(tuple(actions))
         for i in active:
             episodes[i].reward += float(rewards[i])
-            episodes[i].invalid_replies += int(infos["action_error"]["_reason"][i])
+            # A batched key is there only when some copy has it: no copy's reply was invalid, no "_reason".
+            episodes[i].invalid_replies += int(infos["action_error"].get("_reason", np.zeros(n, bool))[i])
             conversations[i] = observations[i]
             if terminated[i] or truncated[i]:
                 running[i] = False

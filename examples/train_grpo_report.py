@@ -33,8 +33,8 @@ from agentunit_gym.eval.stats import (
 )
 
 INVALID = ("invalid_format", "invalid_action")
-EVAL_FIELDS = ("eval_max_turns", "max_new_tokens", "eval_temperature", "format_penalty", "eval_repeats_bundled",
-               "eval_generated", "eval_batch", "seed")
+EVAL_FIELDS = ("eval_max_turns", "max_new_tokens", "reply_opening", "eval_temperature", "format_penalty",
+               "eval_repeats_bundled", "eval_generated", "eval_batch", "seed")
 """The settings an evaluation depends on (examples/train_grpo.py's ``EVAL_FIELDS``)."""
 METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
     "success_rate": lambda e: float(e["success"]),

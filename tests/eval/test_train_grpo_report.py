@@ -54,7 +54,8 @@ def test_the_difference_is_paired_by_task_and_excludes_0_only_when_the_change_is
 
 def test_phases_run_apart_merge_into_one_summary(report: ModuleType, tmp_path: Path) -> None:
     config = {"group_size": 2, "groups_per_step": 1, "eval_max_turns": 2, "max_new_tokens": 8,
-              "eval_temperature": 0.7, "format_penalty": 0.5, "eval_repeats_bundled": 1, "eval_generated": 2,
+              "eval_temperature": 0.7, "reply_opening": "Think:", "format_penalty": 0.5,
+              "eval_repeats_bundled": 1, "eval_generated": 2,
               "eval_batch": 2, "seed": 0}
     base = {"config": config, "train_families": ["gen-db/count-above"], "before": {}, "after": {}}
     episodes = [_episode("a", "invalid_format"), _episode("b", "complete", success=True, reward=1.0)]

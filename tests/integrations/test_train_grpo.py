@@ -117,7 +117,7 @@ def test_an_update_raises_the_log_probability_of_a_reply_with_positive_advantage
     env.close()
     prefix = grpo.SharedPrefix()
     good = "Action: Operation\n```sql\n" + tasks[0].reference_sql[0] + "\n```"
-    rows = [grpo.prompt_ids(tokenizer, conversation)]
+    rows = [grpo.prompt_ids(tokenizer, conversation, cfg.reply_opening)]
     prefix.fit(rows)
     suffix = rows[0][len(prefix.ids):]
     samples = [(suffix, tokenizer.encode(good) + [tokenizer.eos_token_id]),
@@ -146,13 +146,13 @@ def test_generation_over_the_shared_prefix_cache_equals_generation_without_it(
         conversations.append(env.reset(options={"task_id": task.id})[0])
         env.close()
     cached = grpo.generate(model, tokenizer, grpo.SharedPrefix(), conversations, cfg, temperature=0.0)
-    rows = [grpo.prompt_ids(tokenizer, c) for c in conversations]
+    rows = [grpo.prompt_ids(tokenizer, c, cfg.reply_opening) for c in conversations]
     width, pad = max(len(r) for r in rows), tokenizer.pad_token_id
     ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
     mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
     with torch.no_grad():
         plain = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=16,
                                pad_token_id=pad)[:, width:].tolist()
-    for (suffix, reply, _), row, full in zip(cached, rows, plain, strict=True):
+    for (suffix, reply, text), row, full in zip(cached, rows, plain, strict=True):
         assert row[len(row) - len(suffix):] == suffix
-        assert reply == full[:len(reply)]
+        assert reply == full[:len(reply)] and text.startswith(cfg.reply_opening)
