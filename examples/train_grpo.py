@@ -56,7 +56,7 @@ or the top row, each answered by one short query (all in the train split)."""
 class Config:
     """The run's settings (written into the results)."""
 
-    group_size: int = 8
+    group_size: int = 4
     """Episodes per task in a GRPO group."""
     groups_per_step: int = 2
     """Tasks per training step (the batch is ``groups_per_step * group_size`` episodes)."""
@@ -87,10 +87,14 @@ class Config:
     """Generated train tasks drawn before keeping the :data:`TRAIN_FAMILIES`."""
     eval_repeats_bundled: int = 9
     """Episodes per task of DB-v0's bundled test split (24 tasks: 216 episodes)."""
-    eval_generated: int = 216
-    """Generated test-split question tasks, one episode each."""
+    eval_generated: int = 48
+    """Generated test-split question tasks, one episode each (one batch: the 2-core machine's budget)."""
     eval_batch: int = 48
     micro_batch: int = 4
+    prompt_grad: bool = False
+    """Carry the gradient through the prompt's keys and values too (exact; 2-3 times the compute of
+    an update on CPU). Off: the prompt is computed without gradient and only the reply's tokens are
+    in the graph (LoRA's effect on how the prompt is encoded is left out of each update)."""
     seed: int = 0
 
 
@@ -323,6 +327,13 @@ def policy_gradient_step(model: Any, optimizer: torch.optim.Optimizer, prefix: S
     tokens = sum(len(c) for _, c, _ in samples)
     model.train()
     optimizer.zero_grad()
+    if not cfg.prompt_grad:
+        total = 0.0
+        for s, c, a in samples:
+            loss = -a * reply_only_logprobs(model, prefix, s, c).sum() / tokens
+            loss.backward()
+            total += float(loss.detach())
+        return _apply(model, optimizer, prefix, total)
     kv = prefix.layers(model, grad=True)
     leaves = [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in kv]
     total = 0.0
@@ -333,11 +344,26 @@ def policy_gradient_step(model: Any, optimizer: torch.optim.Optimizer, prefix: S
         loss.backward()
         total += float(loss.detach())
     torch.autograd.backward([t for pair in kv for t in pair], [t.grad for pair in leaves for t in pair])
+    return _apply(model, optimizer, prefix, total)
+
+
+def _apply(model: Any, optimizer: torch.optim.Optimizer, prefix: SharedPrefix, loss: float) -> float:
     torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad], 1.0)
     optimizer.step()
     prefix.invalidate()
     model.eval()
-    return total
+    return loss
+
+
+def reply_only_logprobs(model: Any, prefix: SharedPrefix, suffix: list[int], completion: list[int]) -> torch.Tensor:
+    """Log-probabilities of ``completion``'s tokens with the gradient through the reply only: the
+    prompt (prefix and ``suffix`` but its last token) runs without gradient into the cache."""
+    cache = SharedPrefix.cache(model, prefix.layers(model), 1)
+    if len(suffix) > 1:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([suffix[:-1]]), cache=cache, use_cache=True)
+    logits = model(input_ids=torch.tensor([suffix[-1:] + completion[:-1]]), cache=cache, use_cache=True).logits
+    return torch.log_softmax(logits[0].float(), dim=-1).gather(1, torch.tensor(completion)[:, None]).squeeze(1)
 
 
 def train_step(envs: SyncVectorEnv, model: Any, tokenizer: Any, prefix: SharedPrefix,
@@ -395,13 +421,20 @@ def train(model: Any, tokenizer: Any, prefix: SharedPrefix, cfg: Config, log: An
 
 
 def evaluate(model: Any, tokenizer: Any, prefix: SharedPrefix, tasks: Sequence[Any] | None, split: str | None,
-             task_ids: Sequence[str], cfg: Config) -> list[Episode]:
-    """Play one episode per entry of ``task_ids`` (repeats allowed) at the eval temperature, seeded per batch."""
+             task_ids: Sequence[str], cfg: Config, shard: tuple[int, int] = (0, 1), first: int = 0) -> list[Episode]:
+    """Play one episode per entry of ``task_ids`` (repeats allowed) at the eval temperature, seeded per batch.
+
+    ``shard`` ``(j, k)``: only the batches whose index (counted from ``first``, the batches of the
+    sets before this one) is ``j`` modulo ``k``: the same batches and seeds as an unsharded run, so
+    ``k`` processes share one evaluation.
+    """
     model.eval()
     out: list[Episode] = []
     envs = SyncVectorEnv([lambda: make_env(tasks, cfg, split) for _ in range(cfg.eval_batch)])
     try:
         for start in range(0, len(task_ids), cfg.eval_batch):
+            if (first + start // cfg.eval_batch) % shard[1] != shard[0]:
+                continue
             chunk = list(task_ids[start:start + cfg.eval_batch])
             if len(chunk) < cfg.eval_batch:
                 envs.close()
@@ -445,6 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before-from", type=Path, default=None,
                         help="take the before evaluation from this earlier raw output (same config) instead")
     parser.add_argument("--sets", default="bundled_test,generated_test", help="the evaluation sets to play")
+    parser.add_argument("--shard", default="0/1", help="J/K: play the evaluation batches numbered J modulo K")
     parser.add_argument("--save-adapter", type=Path, default=None, help="write the trained LoRA weights here")
     parser.add_argument("--adapter", type=Path, default=None,
                         help="start from these LoRA weights (e.g. evaluate a trained policy with --phases after)")
@@ -453,6 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = Config(**{k: getattr(args, k) for k in asdict(Config())})
     phases = set(args.phases.split(","))
+    shard = (int(args.shard.split("/")[0]), int(args.shard.split("/")[1]))
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -461,6 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = SharedPrefix()
     wanted = args.sets.split(",")
     sets = {k: v for k, v in eval_sets(cfg).items() if k in wanted} if phases & {"before", "after"} else {}
+    first, count = {}, 0  # each set's first batch number, for --shard
+    for name, (_, _, ids) in sets.items():
+        first[name], count = count, count + -(-len(ids) // cfg.eval_batch)
     result: dict[str, Any] = {"config": asdict(cfg), "train_families": list(TRAIN_FAMILIES),
                               "load_s": round(time.perf_counter() - started, 1), "before": {}, "after": {}}
     if args.before_from:
@@ -474,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name, (tasks, split, ids) in sets.items() if "before" in phases else ():
             t0 = time.perf_counter()
-            result["before"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg))
+            result["before"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg, shard,
+                                                           first[name]))
             result[f"before_{name}_s"] = round(time.perf_counter() - t0, 1)
             print(f"before {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         if "train" in phases:
@@ -485,7 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model.save_pretrained(args.save_adapter)
         for name, (tasks, split, ids) in sets.items() if "after" in phases else ():
             t0 = time.perf_counter()
-            result["after"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg))
+            result["after"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg, shard,
+                                                          first[name]))
             result[f"after_{name}_s"] = round(time.perf_counter() - t0, 1)
             print(f"after {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     finally:

@@ -85,8 +85,9 @@ def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         differ = [k for k in EVAL_FIELDS if part["config"][k] != out["config"][k]]
         if differ:
             raise ValueError(f"the parts were evaluated with different settings: {', '.join(differ)}")
-        for key in ("before", "after"):
-            out[key].update(part.get(key, {}))
+        for key in ("before", "after"):  # shards of one evaluation add up
+            for name, episodes in part.get(key, {}).items():
+                out[key][name] = out[key].get(name, []) + episodes
         out.update({k: v for k, v in part.items() if k.endswith("_s") and k not in ("load_s", "total_s")})
         if part.get("history"):
             out["history"] = part["history"]
@@ -132,10 +133,12 @@ def plot(history: Sequence[dict[str, Any]], path: Path, window: int = 5) -> None
             smooth = np.convolve(values, np.ones(window) / window, mode="valid")
             ax.plot(steps[window - 1:], smooth, "-", lw=2, label=f"moving average ({window} steps)")
         ax.set_ylabel(label)
+        if key == "valid_action_rate":
+            ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
     axes[1].set_xlabel("training step")
-    axes[0].set_title("GRPO on DB-v0 (generated train tasks), SmolLM2-135M-Instruct + LoRA, 2 CPU cores")
+    axes[0].set_title("GRPO on DB-v0 train tasks: SmolLM2-135M-Instruct + LoRA, 2 shared CPU cores", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
