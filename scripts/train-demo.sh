@@ -22,9 +22,11 @@
 #
 # Settings (environment): TRAIN_MINUTES (training time cap, default 50; the base model's evaluation
 # runs beside the training, the trained policy's after it: 20-30 more minutes on 2 loaded cores),
-# TRAIN_ARGS (more options of examples/train_grpo.py, e.g. "--group-size 4"), TRAIN_NICE (default
-# 10). Memory is bounded: per process one model (540 MB in float32) and one shared-prefix cache,
-# batches of at most --eval-batch episodes; two processes at a time.
+# TRAIN_ARGS (more options of examples/train_grpo.py, e.g. "--group-size 8"), TRAIN_NICE (default
+# 10), SHARDS (evaluation processes, default 3), TRAIN_RESULTS and TRAIN_PLOT (where `report`
+# writes; defaults above). Memory is bounded: per process one model (540 MB in float32) and one
+# shared-prefix cache, batches of at most --eval-batch episodes (about 2.5 GB a process); SHARDS + 1
+# processes at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -98,9 +100,10 @@ EOF
 
 report() {
   local out=$1
-  log "summary -> benchmarks/results/train_grpo.json, plot -> docs/img/train_grpo.png"
-  "$VENV/bin/python" examples/train_grpo_report.py "$out"/before.json "$out"/train.json "$out"/after-*.json \
-    --output benchmarks/results/train_grpo.json --plot docs/img/train_grpo.png \
+  local results=${TRAIN_RESULTS:-benchmarks/results/train_grpo.json} plot=${TRAIN_PLOT:-docs/img/train_grpo.png}
+  log "summary -> $results, plot -> $plot"
+  "$VENV/bin/python" examples/train_grpo_report.py "$out"/before-*.json "$out"/train.json "$out"/after-*.json \
+    --output "$results" --plot "$plot" \
     --commit "$(cat "$out/commit.txt" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
 }
 
@@ -117,12 +120,15 @@ phase() {
   PIDS+=($!)
 }
 
-# Four processes of one torch thread each, two at a time: the base model's evaluation beside the
-# training, then the trained policy's evaluation on the two test sets side by side.
+# Processes of one torch thread each (on a shared machine, several niced processes get more of it
+# than one): the base model's evaluation in SHARDS shards beside the training, then the trained
+# policy's evaluation in as many. Each shard plays every SHARDS-th batch of 48 episodes, with the
+# same seeds as one process would.
 run() {
   OUT=${1:-runs/train-grpo}
   PY=$(setup)
   GGUF=$(model_path)
+  local shards=${SHARDS:-3} j
   mkdir -p "$OUT"
   git rev-parse HEAD >"$OUT/commit.txt" 2>/dev/null || true
   trap stop_children EXIT INT TERM
@@ -130,16 +136,17 @@ run() {
   nice -n "$NICE" "$PY" examples/train_grpo.py --gguf "$GGUF" --converted "$VENV/smollm2-135m-hf" --phases load \
     --output "$OUT/load.json"
   log "training for at most ${TRAIN_MINUTES:-50} min (log: $OUT/steps.jsonl), the base model's evaluation beside it"
-  phase before --phases before --output "$OUT/before.json"
+  for ((j = 0; j < shards; j++)); do
+    phase "before-$j" --phases before --shard "$j/$shards" --output "$OUT/before-$j.json"
+  done
   phase train --phases train --max-train-minutes "${TRAIN_MINUTES:-50}" --save-adapter "$OUT/adapter" \
     --output "$OUT/train.json" --log "$OUT/steps.jsonl"
   for pid in "${PIDS[@]}"; do wait "$pid"; done
   PIDS=()
   log "evaluating the trained policy"
-  phase after-bundled_test --phases after --sets bundled_test --adapter "$OUT/adapter" \
-    --output "$OUT/after-bundled_test.json"
-  phase after-generated_test --phases after --sets generated_test --adapter "$OUT/adapter" \
-    --output "$OUT/after-generated_test.json"
+  for ((j = 0; j < shards; j++)); do
+    phase "after-$j" --phases after --shard "$j/$shards" --adapter "$OUT/adapter" --output "$OUT/after-$j.json"
+  done
   for pid in "${PIDS[@]}"; do wait "$pid"; done
   PIDS=()
   report "$OUT"
