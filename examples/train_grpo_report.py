@@ -116,6 +116,27 @@ def summarise(raw: dict[str, Any], commit: str = "") -> dict[str, Any]:
     return result
 
 
+def table(result: dict[str, Any]) -> str:
+    """The before/after table (Markdown) of docs/baselines.md: each metric with its 95% interval."""
+    names = {"success_rate": "success rate", "valid_action_rate": "valid-action rate (1 - IF - IA)",
+             "mean_reward": "mean reward (shaped)"}
+
+    def cell(m: dict[str, Any], signed: bool = False) -> str:
+        sign = "+" if signed else ""
+        return f"{m['value']:{sign}.3f} [{m['low']:{sign}.3f}, {m['high']:{sign}.3f}]"
+
+    lines = ["| set | metric | before | after | after - before |", "|---|---|---|---|---|"]
+    for name, entry in result["sets"].items():
+        label = f"{name} ({entry['before']['episodes']} episodes a side, {entry['before']['tasks']} tasks)"
+        for metric, title in names.items():
+            after = entry.get("after")
+            lines.append(f"| {label} | {title} | {cell(entry['before'][metric])} | "
+                         f"{cell(after[metric]) if after else '-'} | "
+                         f"{cell(entry['difference'][metric], True) if after else '-'} |")
+            label = ""
+    return "\n".join(lines)
+
+
 def plot(history: Sequence[dict[str, Any]], path: Path, window: int = 5) -> None:
     """Mean reward and valid-action rate per training step (points) with a moving average (lines)."""
     import matplotlib
@@ -159,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if args.plot and raw.get("history"):
         plot(raw["history"], args.plot)
+    print(table(result))
     return 0
 
 

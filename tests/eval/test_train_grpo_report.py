@@ -68,5 +68,8 @@ def test_phases_run_apart_merge_into_one_summary(report: ModuleType, tmp_path: P
     assert summary["wall_time_s"] == {"before_s_s": 10.0, "train_s": 60.0, "after_s_s": 12.0}
     assert summary["sets"]["s"]["difference"]["success_rate"]["value"] == 0.0
     json.dumps(summary)  # the results file is plain JSON
+    rows = report.table(summary).splitlines()
+    assert rows[2].startswith("| s (2 episodes a side, 2 tasks) | success rate | 0.500 [")
+    assert rows[3].endswith("| +0.000 [+0.000, +0.000] |")  # valid-action rate, the same on both sides
     with pytest.raises(ValueError, match="max_new_tokens"):
         report.merge([parts[0], {**parts[1], "config": {**config, "max_new_tokens": 16}}])
