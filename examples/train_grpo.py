@@ -17,13 +17,14 @@ is the same algorithm (group-normalised advantages, token-level loss, one update
 of rollouts so the importance ratio is 1, no KL term: TRL's defaults), over the env's own
 multi-turn episodes.
 
-Speed on 2 CPU cores: every prompt starts with the same ~450 tokens (the system text, the
+Speed on 2 CPU cores: every prompt starts with the same 346 tokens (the system text, the
 worked example, the grammar), so :class:`SharedPrefix` computes their key/value cache once
 per policy and every batch only runs the rest (the question and the turns so far).
 
-Run it (scripts/train-demo.sh makes the venv and runs this)::
+Run it (scripts/train-demo.sh makes the venv and runs the phases; docs/baselines.md)::
 
-    python examples/train_grpo.py --model-dir DIR --gguf FILE --max-train-minutes 60 --output results.json
+    python examples/train_grpo.py --gguf FILE --converted DIR --max-train-minutes 50 --output raw.json
+    python examples/train_grpo.py --gguf FILE --phases after --adapter ADAPTER --shard 0/3 --output after-0.json
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ TRAIN_FAMILIES = ("gen-db/count-above", "gen-db/count-below", "gen-db/min-by-tex
                   "gen-db/min-by-threshold", "gen-db/max-by-threshold", "gen-db/rank-top")
 """Generated train families a 135M model can learn from: one-table SELECTs with a count, MIN/MAX
 or the top row, each answered by one short query (all in the train split)."""
+
+
 @dataclass(frozen=True)
 class Config:
     """The run's settings (written into the results)."""
