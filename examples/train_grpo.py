@@ -513,24 +513,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         result.update({k: v for k, v in earlier.items() if k.startswith("before_")})
     log = args.log.open("a", encoding="utf-8") if args.log else None
     try:
-        for name, (tasks, split, ids) in sets.items() if "before" in phases else ():
-            t0 = time.perf_counter()
-            result["before"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg, shard,
+        def evaluate_sets(side: str) -> None:  # "before" or "after" training, every evaluation set
+            for name, (tasks, split, ids) in sets.items():
+                t0 = time.perf_counter()
+                result[side][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg, shard,
                                                            first[name]))
-            result[f"before_{name}_s"] = round(time.perf_counter() - t0, 1)
-            print(f"before {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                result[f"{side}_{name}_s"] = round(time.perf_counter() - t0, 1)
+                print(f"{side} {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+
+        if "before" in phases:
+            evaluate_sets("before")
         if "train" in phases:
             t0 = time.perf_counter()
             result["history"] = train(model, tokenizer, prefix, cfg, log)
             result["train_s"] = round(time.perf_counter() - t0, 1)
             if args.save_adapter:
                 model.save_pretrained(args.save_adapter)
-        for name, (tasks, split, ids) in sets.items() if "after" in phases else ():
-            t0 = time.perf_counter()
-            result["after"][name] = episode_rows(evaluate(model, tokenizer, prefix, tasks, split, ids, cfg, shard,
-                                                          first[name]))
-            result[f"after_{name}_s"] = round(time.perf_counter() - t0, 1)
-            print(f"after {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        if "after" in phases:
+            evaluate_sets("after")
     finally:
         if log:
             log.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 import gymnasium as gym
 
 from agentunit_gym.core.reference import OutputReply
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 
@@ -35,15 +35,9 @@ def http(method: str, url: str, body: bytes | None = None, token: str | None = N
 
 
 def poll(check: Callable[[], T | None], deadline_s: float, what: str) -> T:
-    """Call ``check`` until it returns something truthy, or fail after ``deadline_s``."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
-        time.sleep(0.02)  # the poll interval of a deadline wait, not a fixed delay in a test
+    """Call ``check`` until it returns something truthy, or fail after ``deadline_s``
+    (:func:`tests.waiting.wait_until`, under the name the server tests use)."""
+    return wait_until(check, deadline_s, what)
 
 
 def oracle_replies(env: gym.Env[str, str]) -> list[str | OutputReply]:
