@@ -3,7 +3,7 @@
 Importing the package registers every installed domain's env ids with gymnasium: the built-in
 ``AgentUnit/OS-v0``, ``AgentUnit/DB-v0``, ``AgentUnit/KG-v0`` and ``AgentUnit/WebShop-v0``, any
 third-party domain's (entry-point group ``agentunit_gym.domains``), and ``AgentUnit/Remote-v0``
-(a session of a served env). :func:`env_ids` lists the domains' ids::
+(a session of a served env, registered by ``serve``). :func:`env_ids` lists the domains' ids::
 
     import gymnasium as gym
     import agentunit_gym
@@ -14,11 +14,12 @@ third-party domain's (entry-point group ``agentunit_gym.domains``), and ``AgentU
 from agentunit_gym.core import FinishReason, Score
 from agentunit_gym.core.registry import env_ids
 from agentunit_gym.errors import AgentUnitError
+from agentunit_gym.serve.registration import register_remote
+from agentunit_gym.version import __version__
 from agentunit_gym.wrappers.registration import register_envs
 from agentunit_gym.wrappers.stack import make_eval_env
 
-__version__ = "0.1.0"
-
 register_envs()
+register_remote()
 
 __all__ = ["AgentUnitError", "FinishReason", "Score", "__version__", "env_ids", "make_eval_env"]

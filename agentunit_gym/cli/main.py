@@ -30,7 +30,7 @@ COMMAND_MODULES = ("tasks", "images", "cleanup", "eval", "judge", "compare", "ex
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agentunit_gym import __version__
+    from agentunit_gym.version import __version__
 
     parser = OneLineParser(prog="agentunit-gym", description="Gymnasium environments for LLM agents.")
     parser.add_argument("--version", action="version", version=f"agentunit-gym {__version__}")

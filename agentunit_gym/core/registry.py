@@ -44,14 +44,6 @@ ENTRY_POINT_GROUP = "agentunit_gym.domains"
 BUILTIN_PACKAGE = "agentunit_gym.domains"
 """Where the built-in domains live (one subpackage each)."""
 
-EXTRA_ENVS: tuple[tuple[str, str], ...] = (
-    ("AgentUnit/Remote-v0", "agentunit_gym.serve.remote:RemoteEnv"),
-)
-"""Env ids that are not a domain's, as ``(id, "module:Class")``, registered beside the domains'.
-``Remote-v0`` plays a session of a served env (``agentunit-gym serve``; docs/serving.md);
-its module is imported only when the env is made."""
-
-
 @dataclass(frozen=True)
 class BrokenDomain:
     """A domain entry that could not be loaded."""
@@ -220,9 +212,6 @@ def register_envs(*, wrappers: Sequence[type[gym.Wrapper[Any, Any, Any, Any]]] =
             if spec.id not in gym.registry:
                 gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),
                              disable_env_checker=True, additional_wrappers=specs)
-    for env_id, entry_point in EXTRA_ENVS:
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point, disable_env_checker=True)
     _register_spelling_hints()
 
 

@@ -123,7 +123,7 @@ def summarize(run_dir: Path, *, seed: int = 0, with_images: bool | None = None) 
     Returns:
         The summary as written.
     """
-    from agentunit_gym import __version__
+    from agentunit_gym.version import __version__
 
     paths = RunPaths(run_dir)
     records, episodes = load_episodes(run_dir)

@@ -144,7 +144,7 @@ class McpEpisodeServer:
         import mcp_types as types
         from mcp.server.lowlevel.server import Server
 
-        from agentunit_gym import __version__
+        from agentunit_gym.version import __version__
 
         server: Server[Any] = Server(
             "agentunit-gym", version=__version__, title=f"agentunit-gym {self.pool.env_id}",

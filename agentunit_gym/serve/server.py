@@ -226,7 +226,7 @@ class EnvServer:
                              "queued": self._guard.queued}}
 
     def metadata(self) -> dict[str, Any]:
-        from agentunit_gym import __version__
+        from agentunit_gym.version import __version__
 
         return {"name": self.env_id, "description": f"agentunit-gym {self.env_id} over OpenEnv's API",
                 "version": __version__, **self.description,

@@ -26,6 +26,7 @@ outside it, ends such an episode as TLE with a score."""
 
 
 def register_envs() -> None:
-    """Register every domain's env ids (and the other ids, ``Remote-v0``) with gymnasium,
-    each made with :data:`MAKE_WRAPPERS` (idempotent)."""
+    """Register every domain's env ids with gymnasium, each made with :data:`MAKE_WRAPPERS`
+    (idempotent). ``Remote-v0`` is not a domain's: :mod:`agentunit_gym.serve.registration`
+    registers it."""
     registry.register_envs(wrappers=MAKE_WRAPPERS)
