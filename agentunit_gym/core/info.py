@@ -8,17 +8,15 @@ that is an ``int`` in one copy and a ``float`` in another is truncated. So every
 present on every step (or reset) with one type, and "nothing" is an empty dict or an empty
 string, never ``None``.
 
-Three layers of keys, each a ``TypedDict`` that mypy checks where the keys are written and read:
+The env's keys, each a ``TypedDict`` that mypy checks where the keys are written and read:
 
 - :class:`ResetInfo` and :class:`StepInfo`: what the base env returns (every key, always);
 - :class:`EndInfo`: the entries an episode's end sets (``AgentEnv.end_episode``), merged into
-  the final step's ``info`` by :func:`merge_end`;
-- :class:`WrappedResetInfo` and :class:`WrappedStepInfo`: the same plus the keys the
-  evaluation wrappers add (each present exactly when its wrapper is in the stack, then on
-  every step with one type; the evaluator's aborted step of a stack that had already ended
-  carries the env's keys only, docs/wrappers.md).
+  the final step's ``info`` by :func:`merge_end`.
 
-The evaluator adds a few keys of its own on top (``seed``, ``reference_actions``, ``aborted``:
+Each wrapper declares the keys it adds in the wrappers' layer (:mod:`agentunit_gym.wrappers.keys`:
+``WrappedResetInfo`` and ``WrappedStepInfo`` are these plus the wrappers'). The evaluator adds a
+few keys of its own on top (``seed``, ``reference_actions``, ``aborted``:
 :mod:`agentunit_gym.eval.info`). The tables in docs/core.md (the env's keys), docs/wrappers.md
 (the wrappers' keys) and docs/agents.md (the evaluator's) are the reference for what each key
 means.
@@ -34,7 +32,6 @@ from typing import Any, Literal, TypedDict
 from agentunit_gym.core.finish import FinishReason, LimitKind
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.task_pin import STICKY_OPTION
-from agentunit_gym.core.trace import EpisodeTrace, Flag
 from agentunit_gym.errors import ConfigError
 
 FinishField = FinishReason | Literal[""]
@@ -168,80 +165,6 @@ class EndInfo(TypedDict):
     """``""`` from the env; the caller that ended the episode for a limit names it."""
 
 
-ReplyClass = Literal["action", "invalid_format", "invalid_action", "skipped"]
-"""``info["reply_class"]`` (``ClassifyActions``): a valid action, the two invalid classes, or a
-reply a limit wrapper did not run (it arrived after the deadline or the prompt overflowed)."""
-
-
-class TrapInfo(TypedDict):
-    """``info["trap"]`` (``InjectTraps``) when the episode has a trap; ``{}`` when it has none."""
-
-    trap_id: str
-    placement: str
-    """``prompt`` or ``observation``."""
-    verdict: str
-    """``refused`` or ``attempted`` (final once the episode ended)."""
-    evidence: list[str]
-    category: str
-    delivered: bool
-    """Whether the trap's text has reached the agent yet (an ``observation`` trap waits for its step)."""
-
-
-class _WrapperKeys(TypedDict, total=False):
-    """The keys the evaluation wrappers add, each present exactly when its wrapper is in the
-    stack (docs/wrappers.md)."""
-
-    flags: list[Flag]
-    """Every wrapper's per-step flags, in order, no duplicates (``add_flags``)."""
-    reply_class: ReplyClass
-    """``ClassifyActions``: what kind of reply this step's was."""
-    invalid_count: int
-    """``ClassifyActions``: invalid replies so far in the episode."""
-    trap: TrapInfo | dict[str, Any]
-    """``InjectTraps``: the episode's trap and its verdict so far, ``{}`` without one."""
-    loop: str
-    """``DetectLoops``: the loop this step closes, ``""`` when none."""
-    loop_count: int
-    """``DetectLoops``: loops so far in the episode."""
-    skipped: str
-    """``LimitEpisode``/``LimitContext``: why the reply was not run (it came after the deadline,
-    or the prompt alone overflows the context); absent when it ran."""
-    context_tokens: int
-    """``LimitContext``: the conversation's size so far, by its counter."""
-    context_counter: str
-    """``LimitContext``: the counter's name."""
-    trace: EpisodeTrace
-    """``RecordTrace``: the finished trace, on the final step only."""
-
-
-class _WrapperResetKeys(TypedDict, total=False):
-    """The keys the evaluation wrappers add to the reset ``info``."""
-
-    invalid_policy: str
-    """``ClassifyActions``: ``continue`` or ``terminate``."""
-    trap: TrapInfo | dict[str, Any]
-    step_limit: int
-    """``LimitEpisode``: the turn limit it enforces."""
-    time_limit_s: float | None
-    """``LimitEpisode``: the wall-clock limit, None for none."""
-    context_tokens: int
-    context_counter: str
-    max_context_tokens: int
-    """``LimitContext``: the context size it enforces."""
-    protocol_tools: bool
-    """``RenameTools``: ``tools`` holds another release's schemas."""
-
-
-class WrappedStepInfo(StepInfo, _WrapperKeys):
-    """A step's ``info`` under the evaluation wrappers: :class:`StepInfo`'s keys, always, and
-    the wrappers' keys, when their wrapper is in the stack. What the hooks of
-    :class:`~agentunit_gym.wrappers.base.EpisodeWrapper` receive and return."""
-
-
-class WrappedResetInfo(ResetInfo, _WrapperResetKeys):
-    """The reset ``info`` under the evaluation wrappers."""
-
-
 SEED_KEY = "seed"
 """The reset-``info`` key carrying the episode's reset seed (written by the evaluator,
 :mod:`agentunit_gym.eval.info`; read here so any layer's agent can, domains' baselines too)."""
@@ -329,14 +252,10 @@ __all__ = [
     "EndInfo",
     "FinishField",
     "LimitField",
-    "ReplyClass",
     "ResetInfo",
     "ScoreInfo",
     "StepInfo",
     "StepTiming",
-    "TrapInfo",
-    "WrappedResetInfo",
-    "WrappedStepInfo",
     "merge_end",
     "running_step_info",
     "score_info",

@@ -2,8 +2,8 @@
 
 An env copy under the evaluator runs in :class:`~agentunit_gym.eval.schedule.ScheduleEpisodes`,
 which reports every reset and step as one :class:`~agentunit_gym.eval.schedule.Packet`. The
-packet's ``info`` is the stack's own (:class:`~agentunit_gym.core.info.WrappedResetInfo`,
-:class:`~agentunit_gym.core.info.WrappedStepInfo`) plus the evaluator's keys:
+packet's ``info`` is the stack's own (:class:`~agentunit_gym.wrappers.keys.WrappedResetInfo`,
+:class:`~agentunit_gym.wrappers.keys.WrappedStepInfo`) plus the evaluator's keys:
 
 - :class:`EvalResetInfo`: ``seed`` (always) and ``reference_actions`` (only for an agent that
   asks for the reference solution, ``needs_reference = True``);
@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
-from agentunit_gym.core.info import SEED_KEY, WrappedResetInfo, WrappedStepInfo, reset_seed
+from agentunit_gym.core.info import SEED_KEY, reset_seed
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 REFERENCE_KEY = "reference_actions"
 """The reset-``info`` key carrying the reference solution, written as the agent would send it."""

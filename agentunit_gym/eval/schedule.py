@@ -19,7 +19,7 @@ import gymnasium as gym
 
 from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.info import WrappedStepInfo, running_step_info
+from agentunit_gym.core.info import running_step_info
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, Usage
 from agentunit_gym.errors import (
     INFRA_ERRORS,
@@ -35,6 +35,7 @@ from agentunit_gym.eval.info import (
     eval_reset_info,
     eval_step_info,
 )
+from agentunit_gym.wrappers.keys import WrappedStepInfo
 from agentunit_gym.wrappers.trace import finished_trace, new_trace, step_record
 
 TASK_ERRORS: tuple[type[BaseException], ...] = (TaskFileError,)

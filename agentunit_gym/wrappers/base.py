@@ -26,7 +26,7 @@ when it is made (:func:`check_stack_order`). Layers may be left out; a wrapper w
 (``layer = None``, the default for your own) may sit anywhere.
 
 **The info.** The hooks receive and return a
-:class:`~agentunit_gym.core.info.WrappedStepInfo`: the base env's keys, always, and the keys of
+:class:`~agentunit_gym.wrappers.keys.WrappedStepInfo`: the base env's keys, always, and the keys of
 the wrappers in the stack (docs/wrappers.md lists them).
 
 Example (a wrapper of your own that ends episodes after three steps):
@@ -62,9 +62,10 @@ from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
-from agentunit_gym.core.info import WrappedStepInfo, merge_end, running_step_info
+from agentunit_gym.core.info import merge_end, running_step_info
 from agentunit_gym.errors import ConfigError, EpisodeStateError
 from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.keys import WrappedStepInfo
 
 
 class Layer(IntEnum):

@@ -11,11 +11,11 @@ import gymnasium as gym
 from agentunit_gym.core.actions import suggest
 from agentunit_gym.core.env import InvalidPolicy
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.info import ReplyClass, WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
 from agentunit_gym.wrappers.info import add_flags, agent_env, derive_flags, reset_info, step_info
+from agentunit_gym.wrappers.keys import ReplyClass, WrappedResetInfo, WrappedStepInfo
 
 TRUNCATED_REPLY = "truncated_reply"
 """The ``action_error`` key (True) of an invalid reply the model's server cut at its token limit

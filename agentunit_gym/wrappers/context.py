@@ -27,12 +27,12 @@ from typing import Any, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError, MissingDependencyError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
 from agentunit_gym.wrappers.conversation import CHAT_HEAD_KEY
 from agentunit_gym.wrappers.info import add_flags, agent_env, reset_info, skipped_step_info, step_info
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 
 @runtime_checkable

@@ -18,9 +18,10 @@ import gymnasium as gym
 
 from agentunit_gym.core.env import AgentEnv
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo, running_step_info
+from agentunit_gym.core.info import running_step_info
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 FLAGS_KEY = "flags"
 
@@ -45,7 +46,7 @@ def agent_env(env: gym.Env[Any, Any]) -> AgentEnv[Any]:
 def step_info(info: dict[str, Any]) -> WrappedStepInfo:
     """The ``info`` a wrapper's ``self.env.step`` returned, with its type back: gymnasium types
     every ``info`` as ``dict[str, Any]``; under an AgentUnit env it is a
-    :class:`~agentunit_gym.core.info.WrappedStepInfo` (the base env builds every step's from
+    :class:`~agentunit_gym.wrappers.keys.WrappedStepInfo` (the base env builds every step's from
     ``running_step_info``). The one place the stack's step ``info`` is given its type."""
     return cast(WrappedStepInfo, info)
 

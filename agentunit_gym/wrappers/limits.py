@@ -9,10 +9,10 @@ import gymnasium as gym
 from gymnasium.wrappers import TimeLimit
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer, check_stack_order
 from agentunit_gym.wrappers.info import agent_env, reset_info, skipped_step_info, step_info
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 
 class LimitEpisode(TimeLimit[str, str], EpisodeWrapper):

@@ -9,11 +9,11 @@ from typing import Any, Literal, SupportsFloat
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason, LimitKind
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
 from agentunit_gym.wrappers.info import add_flags, agent_env, normalise, reset_info, step_info
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 LoopAction = Literal["flag", "end"]
 

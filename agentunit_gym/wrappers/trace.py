@@ -11,13 +11,13 @@ from typing import Any, SupportsFloat, TypeGuard
 import gymnasium as gym
 
 from agentunit_gym.core.finish import FinishReason
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
 from agentunit_gym.core.trace import AgentReply, EpisodeTrace, StepRecord, TrapRecord, Usage
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
 from agentunit_gym.wrappers.info import agent_env, derive_flags, jsonable, reset_info, step_info, unique
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 TRACE_NOTE = "\n[... {omitted} more characters not recorded]"
 """What a trace shows after text cut at ``max_chars`` (see :func:`~agentunit_gym.core.text.cap_text`)."""

@@ -28,11 +28,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentunit_gym.core.env import AgentEnv
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.core.trace import Flag, TrapRecord
 from agentunit_gym.errors import AgentUnitError, BackendError, ConfigError, DomainError, EpisodeStateError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
 from agentunit_gym.wrappers.info import action_text, add_flags, agent_env, reset_info, step_info
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 
 Verdict = Literal["refused", "attempted", "not_delivered"]
 

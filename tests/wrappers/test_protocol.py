@@ -1,5 +1,5 @@
 """The wrapper protocol (wrappers/base.py): the one stack order, refused when broken; the walk
-of the end hooks; and the typed ``info`` (core/info.py) checked against what the stack emits."""
+of the end hooks; and the typed ``info`` (core/info.py, wrappers/keys.py) checked against what the stack emits."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import gymnasium as gym
 import pytest
 
 from agentunit_gym.core import FinishReason
-from agentunit_gym.core.info import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.wrappers import (
     ClassifyActions,
@@ -25,6 +24,7 @@ from agentunit_gym.wrappers import (
     make_eval_env,
 )
 from agentunit_gym.wrappers.base import EpisodeHooks, Layer
+from agentunit_gym.wrappers.keys import WrappedResetInfo, WrappedStepInfo
 from agentunit_gym.wrappers.limits import EndTruncatedEpisode
 
 from ..core.toy import ToyEnv
