@@ -56,7 +56,8 @@ class Sandbox(ABC):
     """
 
     kind: ClassVar[str]
-    """``docker`` or ``local``: the name tasks list in ``backends``."""
+    """The kind's name (``docker``, ``local``, a third party's: :mod:`~agentunit_gym.backends.sandbox.kinds`):
+    the OS env's ``backend=``, and the name tasks list in ``backends``."""
 
     @property
     def multi_user(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentunit_gym.backends.sandbox.kinds import kinds as sandbox_kinds
 from agentunit_gym.core.domain import (
     BackendSpec,
     Domain,
@@ -32,12 +33,10 @@ DOMAIN = Domain(
                 "or says it changed the system; graded by an exact match or a check pipeline.",
     envs=(EnvSpec("AgentUnit/OS-v0", "agentunit_gym.domains.os.env:OSEnv"),),
     step_limit=STEP_LIMIT,
-    backends=(
-        BackendSpec("docker", "one container per env from the project's image, --network none",
-                    needs_docker=True, options_from=("agentunit_gym.backends.sandbox.docker:DockerSandbox",)),
-        BackendSpec("local", "Linux namespaces on the host (bubblewrap or unshare), no daemon",
-                    embedded=True, options_from=("agentunit_gym.backends.sandbox.local.sandbox:LocalSandbox",)),
-    ),
+    # Every registered sandbox kind (docker, local, third parties': the agentunit_gym.sandboxes
+    # entry points), in the registry's order.
+    backends=tuple(BackendSpec(kind.name, kind.description, embedded=kind.embedded, needs_docker=kind.needs_docker,
+                               options_from=(kind.sandbox,)) for kind in sandbox_kinds()),
     backend_factory="agentunit_gym.backends.sandbox.factory:open_sandbox",
     task_model=OSTask,
     loaders=(
