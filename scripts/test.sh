@@ -90,6 +90,21 @@ else
 fi
 "$PY" -m pip check || { echo "the installed packages conflict (pip check above)" >&2; exit 1; }
 
+# ---- static checks (issue 35): ruff, then strict mypy, before any test -------------------------
+# At the lock's versions (the `test` extra has both), right after installing, so a lint or type
+# error ends the run before the slow steps. Both run; either failing ends the script here,
+# naming which. The same commands as docs/contributing.md's.
+phase "ruff + mypy"
+log "static checks: ruff check, then mypy (strict, pyproject.toml's [tool.mypy])"
+static_failed=()
+"$PY" -m ruff check agentunit_gym tests benchmarks examples tools || static_failed+=("ruff")
+"$PY" -m mypy || static_failed+=("mypy")
+if [ ${#static_failed[@]} -gt 0 ]; then
+  echo "static checks failed: ${static_failed[*]} (output above); the tests did not run" >&2
+  exit 1
+fi
+# ---- end of static checks ---------------------------------------------------------------------
+
 phase "Debian packages"
 if is_root && have apt-get; then
   missing=()
