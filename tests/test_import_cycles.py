@@ -1,7 +1,7 @@
 """No two modules of the package import each other, directly or through others.
 
 Every import counts, a function-level one too: a cycle hidden in a function is still one
-(issue 24 found two). The layers' order is checked elsewhere; this is about modules."""
+(issue 24 found two). The layers' order is tests/test_layers.py's; this is about modules."""
 
 from __future__ import annotations
 
