@@ -215,6 +215,21 @@ def test_gym_make_runs_os_episodes_on_the_installed_kind(site: Path, tmp_path: P
         "find /root/logs -type f -name '*.log' | wc -l", "echo from-the-copy"]
 
 
+def test_the_evaluator_runs_the_oracle_on_the_installed_kind(site: Path, tmp_path: Path) -> None:
+    log, out = tmp_path / "commands.log", tmp_path / "run"
+    code = ("import sys\nfrom agentunit_gym.cli.main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code, "eval", "--env", "OS-v0", "--backend", "traced", "--env-option", f"OS-v0:log={log}",
+         "--task-id", "os-files-count-logs", "--agent", "oracle", "--output", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(site), str(ROOT)))})
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / "episodes.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert (record["task_id"], record["success"], record["backend"]) == ("os-files-count-logs", True, "traced")
+    assert log.read_text(encoding="utf-8").splitlines() == ["find /root/logs -type f -name '*.log' | wc -l"]
+
+
 def test_an_unknown_kind_names_the_installed_ones(site: Path) -> None:
     code = ("import gymnasium as gym, agentunit_gym\n"
             "try:\n    gym.make('AgentUnit/OS-v0', backend='podman')\n"
