@@ -221,7 +221,8 @@ def test_the_evaluator_runs_the_oracle_on_the_installed_kind(site: Path, tmp_pat
             "sys.exit(main(sys.argv[1:]))\n")
     done = subprocess.run(
         [sys.executable, "-c", code, "eval", "--env", "OS-v0", "--backend", "traced",
-         "--env-option", f"OS-v0:log={log}", "--task-id", "os-files-count-logs", "--agent", "oracle", "--output", str(out), "--quiet"],
+         "--env-option", f"OS-v0:log={log}", "--task-id", "os-files-count-logs", "--agent", "oracle",
+         "--output", str(out), "--quiet"],
         capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": os.pathsep.join((str(site), str(ROOT)))})
     assert done.returncode == 0, done.stderr
