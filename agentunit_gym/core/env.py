@@ -92,6 +92,7 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         if action_format not in ACTION_FORMATS:
             raise ConfigError(f"action_format must be 'text' or 'tools', got {action_format!r}: 'tools' for tool "
                               "calls only (no text grammar), 'text' for the domain's text grammar or JSON calls.")
+        self._limit = StepLimit(self.DOMAIN.step_limit, given=max_steps)  # checks max_steps, before the tasks load
         self.render_mode, self.invalid_action, self.split = render_mode, invalid_action, split
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
@@ -104,7 +105,6 @@ class AgentEnv(gym.Env[str, str], Generic[TaskT]):
         self.task: TaskT | None = None
         self.steps = 0
         self.finish_reason: FinishReason | None = None  # None while the episode runs
-        self._limit = StepLimit(self.DOMAIN.step_limit, given=max_steps)
         self.max_steps = self._limit.of(None)
         self._score_value: Score | None = None
         self._closed = False
