@@ -110,3 +110,18 @@ def test_choose_refuses_unknown_options_and_a_lost_autoreset() -> None:
         pool.choose(None, None, episode_ended=False, rng=_rng(), runner=ON_TOY)
     # Nothing is pending in a travelled copy: its first bare reset draws.
     assert pool.travelling().choose(None, None, episode_ended=False, rng=_rng(), runner=ON_TOY).id in {"t1", "t2"}
+
+
+def test_a_refused_reset_leaves_the_running_episode_as_it_was() -> None:
+    from .toy import ToyEnv
+
+    env = ToyEnv()
+    env.reset(options={"task_id": "t1"})
+    env.step("Act: echo(a)")
+    for options in ({"task_id": "nope"}, {"task_id": "t3"}, {"tsak_id": "t2"}):
+        with pytest.raises((ConfigError, TaskNotFoundError)):
+            env.reset(options=options)
+    assert env.released == 0 and env.task is not None and env.task.id == "t1" and env.steps == 1
+    _, reward, terminated, _, info = env.step("Act: answer(42)")
+    assert (reward, terminated, info["step"]) == (1.0, True, 2)
+    env.close()
