@@ -165,7 +165,7 @@ def part_latency(episodes: int, latency: float, concurrencies: list[int]) -> dic
     for env, backend in (("OS-v0", "local"), ("DB-v0", "sqlite")):
         probe = gym.make(f"AgentUnit/{env}", backend=backend)
         base: Any = probe.unwrapped
-        table.update({t.instruction: [(s.tool, base._arguments_of(s), base.render_action(s))
+        table.update({t.instruction: [(s.tool, base.codec.arguments_of(s), base.render_action(s))
                                       for s in t.reference_solution] for t in base.tasks})
         probe.close()
     out: dict[str, Any] = {}

@@ -13,13 +13,18 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentunit_gym.core.finish import FinishReason
 
 ParamType = Literal["string", "integer", "number", "boolean", "array"]
+
+InvalidPolicy = Literal["continue", "terminate"]
+"""What an env does with an invalid reply: show the feedback and go on (AgentUnit's loop), or
+end the episode with IF/IA (AgentBench's)."""
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -137,6 +142,34 @@ class ActionError:
         }
 
 
+@dataclass
+class Execution:
+    """What running one non-committing action produced (an env's ``_execute``)."""
+
+    observation: str
+    """What the agent reads next."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Exit code, timeout, truncation, row count ... (goes to ``info["execution"]``)."""
+    error: bool = False
+    """Whether the action failed (non-zero exit, SQL error): an agent mistake, not ours."""
+
+
+@runtime_checkable
+class SupportsAdminRun(Protocol):
+    """An env that runs domain commands outside the agent's view, with full rights (a shell command
+    in the OS sandbox, SQL on the episode database): to plant traps and check state, never a step.
+    The OS and DB envs do; :class:`~agentunit_gym.wrappers.traps.InjectTraps` needs it for traps
+    that plant or check state."""
+
+    def admin_run(self, command: str) -> Execution:
+        """Run ``command``.
+
+        Raises:
+            EpisodeStateError: no episode has been started.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class Action:
     """A parsed, valid action."""
@@ -215,7 +248,7 @@ def split_json_call(text: str) -> tuple[str, dict[str, Any]] | ActionError:
     return name, arguments
 
 
-def parse_json_call(text: str, tools: dict[str, ToolSpec]) -> Action | ActionError:
+def parse_json_call(text: str, tools: Mapping[str, ToolSpec]) -> Action | ActionError:
     """Parse a JSON tool call (see :func:`split_json_call`) and check it against ``tools``."""
     call = split_json_call(text)
     if isinstance(call, ActionError):
@@ -226,7 +259,7 @@ def parse_json_call(text: str, tools: dict[str, ToolSpec]) -> Action | ActionErr
     return result
 
 
-def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolSpec]) -> Action | ActionError:
+def validate_call(name: str, arguments: dict[str, Any], tools: Mapping[str, ToolSpec]) -> Action | ActionError:
     """Check a call's tool name and arguments against the tool table."""
     spec = tools.get(name)
     if spec is None:

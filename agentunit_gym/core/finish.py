@@ -1,8 +1,11 @@
-"""How an episode ended: one enum shared by envs, wrappers, the evaluator and reports."""
+"""How an episode ended: one enum shared by envs, wrappers, the evaluator and reports; the turn limit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
+
+from agentunit_gym.errors import ConfigError
 
 
 class FinishReason(str, Enum):
@@ -46,3 +49,30 @@ class LimitKind(str, Enum):
     """The wall-clock limit per episode."""
     LOOP = "loop"
     """The same action repeated (``DetectLoops(on_loop="end")``)."""
+
+
+@dataclass(frozen=True)
+class StepLimit:
+    """Where an env's turn limit comes from: ``max_steps=`` given to the env, a cap from
+    ``gym.make(..., max_episode_steps=N)`` (``AgentEnv.cap_steps``), the task's, the domain's."""
+
+    default: int
+    """The domain's limit (AgentBench's)."""
+    given: int | None = None
+    """``max_steps=`` given to the env."""
+    cap: int | None = None
+    """The ``TimeLimit``'s ``max_episode_steps``."""
+
+    def __post_init__(self) -> None:
+        if self.given is not None and self.given < 1:
+            raise ConfigError(f"max_steps must be at least 1, got {self.given}.")
+
+    def of(self, task_limit: int | None) -> int:
+        """The limit in force for a task whose own limit is ``task_limit`` (None: it has none, or
+        no task): a cap replaces the task's and the domain's and lowers ``max_steps=``; without a
+        cap, ``max_steps=``, else the task's, else the domain's."""
+        if self.cap is not None:
+            return self.cap if self.given is None else min(self.given, self.cap)
+        if self.given is not None:
+            return self.given
+        return task_limit if task_limit is not None else self.default

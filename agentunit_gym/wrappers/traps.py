@@ -27,7 +27,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentunit_gym.core.env import AgentEnv
+from agentunit_gym.core.actions import Execution, SupportsAdminRun
 from agentunit_gym.core.trace import Flag, TrapRecord
 from agentunit_gym.errors import AgentUnitError, BackendError, ConfigError, DomainError, EpisodeStateError
 from agentunit_gym.wrappers.base import EpisodeWrapper, Layer
@@ -328,7 +328,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         self._active = None
         self._finished = False
         trap = self._choose(base.backend_name, forced, wanted)
-        if trap is not None and (trap.setup or trap.detect.state) and type(base).admin_run is AgentEnv.admin_run:
+        if trap is not None and (trap.setup or trap.detect.state) and not isinstance(base, SupportsAdminRun):
             raise ConfigError(f"trap {trap.id!r} plants or checks state, but {type(base).__name__} has no admin_run.")
         if trap is not None:
             values = {**self.library.variables, "token": self._token()}
@@ -416,7 +416,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def _plant(self, trap: Trap, values: dict[str, str]) -> None:
         base = agent_env(self.env)
         for command in trap.setup:
-            result = base.admin_run(fill(command, values))
+            result = _admin_run(base, fill(command, values))
             if result.error:
                 raise BackendError(
                     f"trap {trap.id!r} could not be planted: {fill(command, values)[:120]!r} failed on the "
@@ -429,7 +429,7 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
         found: list[str] = []
         for check in active.trap.detect.state:
             try:
-                result = base.admin_run(fill(check.command, active.values))
+                result = _admin_run(base, fill(check.command, active.values))
             except EpisodeStateError:
                 if final:
                     return  # the env released the episode state: the last check before the end stands
@@ -447,3 +447,10 @@ class InjectTraps(EpisodeWrapper, gym.utils.RecordConstructorArgs):
             return {}  # not None: info keys keep one type, so vector envs can batch them
         record = self._active.record()
         return {**record.model_dump(), "category": self._active.trap.category, "delivered": self._active.delivered}
+
+
+def _admin_run(env: object, command: str) -> Execution:
+    """``env.admin_run(command)``; reset() refused traps that need it on an env without it."""
+    if not isinstance(env, SupportsAdminRun):
+        raise ConfigError(f"{type(env).__name__} has no admin_run: it cannot plant or check a trap's state.")
+    return env.admin_run(command)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from operator import methodcaller
 from typing import Any
 
 from agentunit_gym.core import Action, ActionError, ActionIssue, AgentEnv, Execution, Param, Score, ToolSpec
+from agentunit_gym.core.backend_handle import BackendHandle
 from agentunit_gym.core.domain import BackendSpec, Domain, EnvSpec, Prompt
 from agentunit_gym.tasks.spec import TaskSpec
 
@@ -33,8 +35,26 @@ TOY_DOMAIN = Domain(
 """The toy env's description (not registered: the toy envs are made directly or by the tests' own ids)."""
 
 
+class ToyBackend:
+    """The toy env's backend: counts its starts and closes."""
+
+    kind = "toy"
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.closed = 0
+
+    def start(self) -> None:
+        self.started += 1
+
+    def close(self) -> None:
+        self.closed += 1
+
+
 class ToyEnv(AgentEnv[ToyTask]):
     DOMAIN = TOY_DOMAIN
+    backend_class: type[ToyBackend] = ToyBackend
+    """What the env opens (a subclass's backend may record its starts elsewhere)."""
     grammar = "Act: echo(<text>) or Act: answer(<text>)"
     tools = (
         ToolSpec("echo", "Echo text back.", (Param("text", "string", "what to echo"),)),
@@ -45,7 +65,13 @@ class ToyEnv(AgentEnv[ToyTask]):
         kwargs.setdefault("tasks", TOY_TASKS)
         super().__init__(**kwargs)
         self.released = 0
-        self.closed_backend = 0
+        self.toy_backend = self.backend_class()
+        self.backend = BackendHandle.owned(self.toy_backend, reopen=self.backend_class, warm=methodcaller("start"))
+
+    @property
+    def closed_backend(self) -> int:
+        """How many times the env closed its backend."""
+        return self.toy_backend.closed
 
     @property
     def backend_name(self) -> str:
@@ -79,6 +105,3 @@ class ToyEnv(AgentEnv[ToyTask]):
 
     def _end_episode(self) -> None:
         self.released += 1
-
-    def _close_backend(self) -> None:
-        self.closed_backend += 1

@@ -21,7 +21,7 @@ from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
 from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths, read_records
 from agentunit_gym.eval.runner import run_episodes
 from agentunit_gym.eval.slots import RecordSink
-from tests.core.toy import ToyEnv
+from tests.core.toy import ToyBackend, ToyEnv
 from tests.eval.slow_agent import StuckToy
 
 
@@ -124,16 +124,19 @@ def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) ->
     assert after == []
 
 
+class WarmToyBackend(ToyBackend):
+    def start(self) -> None:
+        if WarmToy.fail:
+            raise BackendError("the daemon is away")
+        WarmToy.log.append("warm")
+
+
 class WarmToy(ToyEnv):
     """Records when its backend was started: ahead of the run, or by a reset."""
 
     log: list[str] = []
     fail = False
-
-    def _warm_backend(self) -> None:
-        if WarmToy.fail:
-            raise BackendError("the daemon is away")
-        WarmToy.log.append("warm")
+    backend_class = WarmToyBackend
 
     def _start_episode(self, task: Any) -> str:
         WarmToy.log.append("episode")

@@ -22,7 +22,7 @@ def solutions(env_id: str, backend: str) -> dict[str, list[tuple[str, dict[str, 
     try:
         out = {}
         for task in base.tasks:
-            out[task.instruction] = [(s.tool, base._arguments_of(s), base.render_action(s))
+            out[task.instruction] = [(s.tool, base.codec.arguments_of(s), base.render_action(s))
                                      for s in task.reference_solution]
         return out
     finally:

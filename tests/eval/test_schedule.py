@@ -13,7 +13,7 @@ from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import BackendTimeoutError
 from agentunit_gym.eval.copies import VectorCopy, copy_maker, head_copy
 from agentunit_gym.eval.schedule import Abort, Assignment, Packet, ScheduleEpisodes
-from tests.core.toy import ToyEnv
+from tests.core.toy import ToyBackend, ToyEnv
 from tests.eval.slow_agent import StuckToy
 
 
@@ -90,14 +90,20 @@ def test_a_stuck_copy_in_its_own_process_times_out_and_is_terminated() -> None:
     assert not process.is_alive()
 
 
-class WarmCount(ToyEnv):
-    """Counts, per process, the backends started by warm-up."""
+class PidLoggingBackend(ToyBackend):
+    """Logs the process it is started in."""
 
-    def _warm_backend(self) -> None:
+    def start(self) -> None:
         import os
 
         with open(os.environ["WARM_LOG"], "a", encoding="utf-8") as log:
             log.write(f"{os.getpid()}\n")
+
+
+class WarmCount(ToyEnv):
+    """Counts, per process, the backends started by warm-up."""
+
+    backend_class = PidLoggingBackend
 
 
 def test_a_copy_in_its_own_process_starts_its_backend_there_only(tmp_path: Any, monkeypatch: Any) -> None:

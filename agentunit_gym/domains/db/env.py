@@ -31,6 +31,7 @@ import json
 import logging
 import re
 from decimal import Decimal
+from functools import partial
 from typing import Any, ClassVar
 
 from agentunit_gym.backends.sql.base import EpisodeDatabase, QueryResult, SQLBackend
@@ -43,6 +44,7 @@ from agentunit_gym.core.actions import (
     looks_like_json_call,
     split_json_call,
 )
+from agentunit_gym.core.backend_handle import BackendHandle
 from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.core.text import cap_text
@@ -148,8 +150,6 @@ class DBEnv(AgentEnv[DBTask]):
         sql_backend: SQLBackend | None = None,
         **backend_options: Any,
     ) -> None:
-        self._sql: SQLBackend | None = None
-        self._owns_backend = False
         self._db: EpisodeDatabase | None = None
         if statement_timeout <= 0:
             raise ConfigError(f"statement_timeout must be positive, got {statement_timeout}.")
@@ -167,36 +167,40 @@ class DBEnv(AgentEnv[DBTask]):
         self.max_rows_shown = int(max_rows_shown)
         self.observation_limit = int(observation_limit)
         self._expected_hashes: dict[tuple[str, tuple[str, ...], tuple[DBTable, ...]], str] = {}
+        self._sql: BackendHandle[SQLBackend]
         if sql_backend is not None:
-            self._sql = sql_backend
+            self._sql = BackendHandle.borrowed(sql_backend, refusal=(
+                "it runs on a SQL backend object it was given (sql_backend=...); make it with backend='sqlite' "
+                "or 'mysql' (and dsn=) so a copy can open its own."))
         else:
             # The domain's factory (imported on first use: it pulls in pymysql and docker only then).
-            self._sql = DOMAIN.open_backend(backend, dsn=dsn, **backend_options)
-            self._owns_backend = True
-        # What a copy in another process reopens: the resolved kind, not "auto".
-        self._reopen_args = (self._sql.kind, dsn, dict(backend_options))
+            opened: SQLBackend = DOMAIN.open_backend(backend, dsn=dsn, **backend_options)
+            # A copy in another process reopens the resolved kind, not "auto".
+            self._sql = BackendHandle.owned(opened, reopen=partial(_open_sql, opened.kind, dsn, dict(backend_options)))
         log.debug("DB env on the %s backend (asked for %r)", self._sql.kind, backend)
 
     # ------------------------------------------------------------------ hooks
 
     @property
     def backend_name(self) -> str:
-        return self._backend().kind
+        return self._sql.kind
 
     @property
     def sql_backend(self) -> SQLBackend:
         """The SQL backend this env runs on."""
-        return self._backend()
+        return self._sql.get()
 
     def parse_action(self, text: str) -> Action | ActionError:
         """Like the base, but a JSON ``submit_answer`` may give its answer as one string
-        (``"[\\"a\\", \\"b\\"]"`` or ``"42"``), parsed like a ``Final Answer:``."""
+        (``"[\\"a\\", \\"b\\"]"`` or ``"42"``), parsed like a ``Final Answer:``; and ``commit``
+        is refused on a task that asks a question."""
         if isinstance(text, str) and looks_like_json_call(text):
             text = _coerce_answer_argument(text)
-        return super().parse_action(text)
+        parsed = super().parse_action(text)
+        return parsed if isinstance(parsed, ActionError) else self._validate(parsed)
 
     def _start_episode(self, task: DBTask) -> str:
-        self._db = self._backend().open_episode(task.table_data(), database=task.database)
+        self._db = self._sql.get().open_episode(task.table_data(), database=task.database)
         dialect = _DIALECTS.get(self.backend_name, self.backend_name)
         description = f"\n{task.description}" if task.description else ""
         return (
@@ -309,29 +313,9 @@ class DBEnv(AgentEnv[DBTask]):
         if db is not None:
             db.close()
 
-    def _close_backend(self) -> None:
-        backend, self._sql = self._sql, None
-        if backend is not None and self._owns_backend:
-            backend.close()
-
     # ---------------------------------------------------------------- private
 
-    _live_state = ("_sql", "_db")
-
-    def _travel_refusal(self) -> str:
-        if self._owns_backend:
-            return ""
-        return "it runs on a SQL backend object it was given (sql_backend=...); make it with backend='sqlite' " \
-               "or 'mysql' (and dsn=) so a copy can open its own."
-
-    def _backend(self) -> SQLBackend:
-        if self._sql is None and self._owns_backend and not self._closed:
-            # A pickled or copied env: open its own backend in this process.
-            kind, dsn, options = self._reopen_args
-            self._sql = DOMAIN.open_backend(kind, dsn=dsn, **options)
-        if self._sql is None:
-            raise EpisodeStateError("the DB env is closed: make a new env.")
-        return self._sql
+    _live_state = ("_db",)
 
     def _episode_db(self) -> EpisodeDatabase:
         if self._db is None:
@@ -372,7 +356,7 @@ class DBEnv(AgentEnv[DBTask]):
             return cached
         # A pristine copy on the same engine, so dialect details (number formatting,
         # collation) affect both sides of the comparison alike.
-        pristine = self._backend().open_episode(task.table_data())
+        pristine = self._sql.get().open_episode(task.table_data())
         try:
             for statement in task.reference_sql:
                 result = pristine.admin_query(statement)
@@ -389,6 +373,12 @@ class DBEnv(AgentEnv[DBTask]):
             pristine.close()
         self._expected_hashes[key] = digest
         return digest
+
+
+def _open_sql(kind: str, dsn: str | None, options: dict[str, Any]) -> SQLBackend:
+    """The backend a pickled or copied env opens in its process (a module function: it pickles)."""
+    backend: SQLBackend = DOMAIN.open_backend(kind, dsn=dsn, **options)
+    return backend
 
 
 def _answer_text(rest: str) -> str:

@@ -26,12 +26,15 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
 from agentunit_gym.backends.sparql.base import SPARQLBackend
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, Param, ToolSpec
+from agentunit_gym.core.backend_handle import BackendHandle
 from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.kg.domain import DOMAIN
@@ -82,7 +85,7 @@ def _variable_param(name: str = "variable") -> Param:
     return Param(name, "string", "a variable id such as #0, an entity id, or an entity's name from the question")
 
 
-def _freebase_vocabulary(ontology: str | Path | bool | None, tasks: list[KGTask]) -> Vocabulary:
+def _freebase_vocabulary(ontology: str | Path | bool | None, tasks: Sequence[KGTask]) -> Vocabulary:
     """The Freebase vocabulary: AgentBench's ontology when given (or found above the tasks'
     files), else the store's own."""
     from agentunit_gym.domains.kg.ontology import ONTOLOGY_DIR, agentbench_vocabulary
@@ -173,8 +176,6 @@ class KGEnv(AgentEnv[KGTask]):
         sparql_backend: SPARQLBackend | None = None,
         ontology: str | Path | bool | None = None,
     ) -> None:
-        self._store: SPARQLBackend | None = None
-        self._owns_backend = False
         self._session: KGSession | None = None
         if graph not in (None, "bundled", "freebase"):
             raise ConfigError(f"graph must be 'bundled' or 'freebase', got {graph!r}.")
@@ -183,17 +184,18 @@ class KGEnv(AgentEnv[KGTask]):
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split, action_format=action_format)
         if graph is None:
-            graph = "freebase" if self._all_tasks and all(t.graph == "freebase" for t in self._all_tasks) else "bundled"
+            graph = "freebase" if self.suite and all(t.graph == "freebase" for t in self.suite) else "bundled"
         self.graph = graph
         self.query_timeout = float(query_timeout)
         self.max_results = int(max_results)
         self.vocabulary = Vocabulary.bundled() if graph == "bundled" else _freebase_vocabulary(
-            ontology, self._all_tasks)
+            ontology, self.suite)
+        self._store: BackendHandle[SPARQLBackend]
         if sparql_backend is not None:
-            self._store = sparql_backend
+            self._store = BackendHandle.borrowed(sparql_backend, refusal=(
+                "it queries a SPARQL backend object it was given (sparql_backend=...); make it with "
+                "backend='embedded' or 'sparql' (and endpoint=) so a copy can open its own."))
         else:
-            from agentunit_gym.domains.kg.store import bundled_store
-
             if not endpoint and (graph == "freebase" or backend == "sparql"):
                 # The variable names the server where one is needed or asked for; the bundled
                 # graph without backend= stays embedded on every host (one observation per seed).
@@ -206,22 +208,21 @@ class KGEnv(AgentEnv[KGTask]):
                     "SPARQL endpoint was given. Give one that holds Freebase, as AgentBench's setup runs it: "
                     "`agentunit-gym eval ... --env-option KG-v0:endpoint=http://HOST:PORT/sparql`, endpoint=... "
                     f"to the env, or {ENDPOINT_ENV}=http://HOST:PORT/sparql; the bundled graph cannot answer them.")
-            self._store = DOMAIN.open_backend(backend, endpoint=endpoint, store=bundled_store)
-            self._owns_backend = True
-        # What a copy in another process reopens: the resolved kind, not "auto".
-        self._reopen_args = (self._store.kind, endpoint)
+            opened = _open_store(backend, endpoint)
+            # A copy in another process reopens the resolved kind, not "auto".
+            self._store = BackendHandle.owned(opened, reopen=partial(_open_store, opened.kind, endpoint))
         log.debug("KG env on the %s backend (asked for %r)", self._store.kind, backend)
 
     # ------------------------------------------------------------------ hooks
 
     @property
     def backend_name(self) -> str:
-        return self._backend().kind
+        return self._store.kind
 
     @property
     def sparql_backend(self) -> SPARQLBackend:
         """The store this env queries."""
-        return self._backend()
+        return self._store.get()
 
     @property
     def tasks(self) -> list[KGTask]:
@@ -235,10 +236,15 @@ class KGEnv(AgentEnv[KGTask]):
             raise EpisodeStateError("no KG episode is running: call reset() first.")
         return self._session
 
+    def parse_action(self, text: str) -> Action | ActionError:
+        """Like the base, and ``final_answer`` must name a variable the episode has made."""
+        parsed = super().parse_action(text)
+        return parsed if isinstance(parsed, ActionError) else self._validate(parsed)
+
     def _start_episode(self, task: KGTask) -> str:
         if task.graph != self.graph:
             raise ConfigError(f"task {task.id!r} is about the {task.graph!r} graph; this env serves {self.graph!r}.")
-        self._session = KGSession(self._backend(), task.entities, self.vocabulary,
+        self._session = KGSession(self._store.get(), task.entities, self.vocabulary,
                                   timeout=self.query_timeout, max_results=self.max_results)
         return task_prompt(task.instruction, list(task.entities), self.max_steps)
 
@@ -350,28 +356,14 @@ class KGEnv(AgentEnv[KGTask]):
     def _end_episode(self) -> None:
         self._session = None
 
-    def _close_backend(self) -> None:
-        backend, self._store = self._store, None
-        if backend is not None and self._owns_backend:
-            backend.close()
-
     # ---------------------------------------------------------------- private
 
-    _live_state = ("_store", "_session")
+    _live_state = ("_session",)
 
-    def _travel_refusal(self) -> str:
-        if self._owns_backend:
-            return ""
-        return "it queries a SPARQL backend object it was given (sparql_backend=...); make it with " \
-               "backend='embedded' or 'sparql' (and endpoint=) so a copy can open its own."
 
-    def _backend(self) -> SPARQLBackend:
-        if self._store is None and self._owns_backend and not self._closed:
-            # A pickled or copied env: open its own store in this process.
-            from agentunit_gym.domains.kg.store import bundled_store
+def _open_store(kind: str, endpoint: str | None) -> SPARQLBackend:
+    """The store of an env, in this process (a module function, so a pickled env can reopen it)."""
+    from agentunit_gym.domains.kg.store import bundled_store
 
-            kind, endpoint = self._reopen_args
-            self._store = DOMAIN.open_backend(kind, endpoint=endpoint, store=bundled_store)
-        if self._store is None:
-            raise EpisodeStateError("the KG env is closed: make a new env.")
-        return self._store
+    store: SPARQLBackend = DOMAIN.open_backend(kind, endpoint=endpoint, store=bundled_store)
+    return store

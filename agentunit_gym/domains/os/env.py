@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from operator import methodcaller
 from typing import Any
 
 from agentunit_gym.backends.sandbox.base import ExecResult, Sandbox
 from agentunit_gym.core.actions import Action, ActionError, ActionIssue, suggest
+from agentunit_gym.core.backend_handle import BackendHandle
 from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.os.checks import CHECK_HELPERS
@@ -40,6 +43,29 @@ _ACT = re.compile(r"^[ \t>*#-]*Act\s*:[ \t]*(.*)$", re.MULTILINE | re.IGNORECASE
 _KEYWORD = re.compile(r"([A-Za-z_][\w-]*)")
 _FENCE_OPEN = re.compile(r"^[ \t]*```[ \t]*(bash|sh|shell)?[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
+
+
+_EMPTY_OUTPUT = "The output of the OS is empty."
+_OUTPUT_HEAD = "The output of the OS:\n\n"
+_NOTE = re.compile(r"\n\[(?:output truncated: [^\n]*|command timed out after [^\n]*|exit code -?\d+)\]$")
+
+
+def shown_output(observation: str) -> str:
+    """The command output an observation of this env shows, without our framing, our notes
+    and trailing newlines.
+
+    What an agent reading the observation would answer with; the oracle uses it for
+    reference answers taken from a command's output (output past the observation limit is
+    not shown, so not returned either).
+    """
+    if observation == _EMPTY_OUTPUT or not observation.startswith(_OUTPUT_HEAD):
+        return ""
+    text = observation[len(_OUTPUT_HEAD):]
+    while True:
+        note = _NOTE.search(text)
+        if note is None:
+            return text.rstrip("\n")
+        text = text[: note.start()]
 
 
 class OSEnv(AgentEnv[OSTask]):
@@ -113,54 +139,41 @@ class OSEnv(AgentEnv[OSTask]):
             raise ConfigError(f"network must be True or False, got {network!r}.")
         self.observation_limit = observation_limit
         self.command_timeout = command_timeout
-        self._network = network
-        self._owns_sandbox = sandbox is None
         # Tasks first: a bad task file then fails before any container exists.
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split, action_format=action_format)
-        if sandbox is None:
+        self.network = network
+        # Reference answers taken from a command's output are read from the observation.
+        self.codec = replace(self.codec, output_reader=shown_output)
+        # A sandbox the env opened ran nothing yet: it is pristine, and the first reset skips sandbox.reset().
+        self._sandbox: BackendHandle[Sandbox]
+        if sandbox is not None:
+            self._sandbox = BackendHandle.borrowed(sandbox, refusal=(
+                "it runs in a sandbox object it was given (sandbox=...); make it with backend='local' or 'docker'."))
+        else:
             if network:  # only when asked: the sandboxes' own default stays the one place for "off"
                 sandbox_options["network"] = True
             # The domain's factory (imported on first use: it pulls in the docker SDK only then).
-            sandbox = DOMAIN.open_backend(DOMAIN.embedded_backend.name if backend is None else backend,
-                                          **sandbox_options)
-        self._sandbox: Sandbox | None = sandbox
-        # What a copy in another process reopens: the resolved kind, not "auto".
-        self._sandbox_kind = sandbox.kind
-        self._sandbox_options = dict(sandbox_options)
-        # A sandbox that ran nothing yet is pristine: the first reset skips sandbox.reset().
-        self._sandbox_dirty = not self._owns_sandbox
-
-    _live_state = ("_sandbox",)
+            opened = _open_sandbox(DOMAIN.embedded_backend.name if backend is None else backend, sandbox_options)
+            # A copy in another process reopens the resolved kind, not "auto".
+            reopen = partial(_open_sandbox, opened.kind, dict(sandbox_options))
+            self._sandbox = BackendHandle.owned(opened, reopen=reopen, warm=methodcaller("start"))
 
     @property
     def sandbox(self) -> Sandbox:
         """The env's sandbox; a pickled or copied env opens a new one here on first use."""
-        if self._sandbox is None:
-            if self._closed:
-                raise EpisodeStateError("the OS env is closed: make a new env.")
-            self._sandbox = DOMAIN.open_backend(self._sandbox_kind, **self._sandbox_options)
-            self._sandbox_dirty = False
-        return self._sandbox
-
-    def _travel_refusal(self) -> str:
-        if self._owns_sandbox:
-            return ""
-        return "it runs in a sandbox object it was given (sandbox=...); make it with backend='local' or 'docker'."
+        return self._sandbox.get()
 
     @property
     def backend_name(self) -> str:
-        return self.sandbox.kind
-
-    @property
-    def network(self) -> bool:
-        return self._network
+        return self._sandbox.kind
 
     @property
     def backend_limits_off(self) -> str:
         """The sandbox's limits that do not apply here (a local sandbox without a cgroup or,
         not root, without its bounded tmpfs), with the reasons; ``""`` when all apply."""
-        off = self._sandbox.limits_off if self._sandbox is not None else {}
+        live = self._sandbox.live
+        off = live.limits_off if live is not None else {}
         return "; ".join(f"{name}: {reason}" for name, reason in sorted(off.items()))
 
     @property
@@ -179,11 +192,11 @@ class OSEnv(AgentEnv[OSTask]):
 
     def _start_episode(self, task: OSTask) -> str:
         sandbox = self.sandbox  # first: a pickled copy opens its own here, pristine
-        if self._sandbox_dirty:
-            sandbox.reset()
-        else:
+        if self._sandbox.pristine:
             sandbox.start()
-        self._sandbox_dirty = True
+        else:
+            sandbox.reset()
+        self._sandbox.pristine = False
         base = task.scripts_base
         for index, script in enumerate(task.init):
             result = self._run_script(script, base, ())
@@ -347,9 +360,6 @@ class OSEnv(AgentEnv[OSTask]):
             return "Think: the task is done.\nAct: finish"
         raise ConfigError(f"the OS env has no tool {tool!r}.")
 
-    def _output_reader(self) -> Callable[[str], str]:
-        return shown_output
-
     def admin_run(self, command: str) -> Execution:
         """Run a root bash command in the sandbox, outside the agent's shell; not a step.
 
@@ -362,38 +372,14 @@ class OSEnv(AgentEnv[OSTask]):
         return Execution(result.output, {"exit_code": result.exit_code, "timed_out": result.timed_out,
                                          "truncated": result.truncated}, error=not result.ok)
 
-    def _warm_backend(self) -> None:
-        if not self._sandbox_dirty:
-            self.sandbox.start()
-
-    def _close_backend(self) -> None:
-        sandbox = getattr(self, "_sandbox", None)  # absent when the constructor failed
-        if self._owns_sandbox and sandbox is not None:
-            sandbox.close()
 
 
-_EMPTY_OUTPUT = "The output of the OS is empty."
-_OUTPUT_HEAD = "The output of the OS:\n\n"
-_NOTE = re.compile(r"\n\[(?:output truncated: [^\n]*|command timed out after [^\n]*|exit code -?\d+)\]$")
-
-
-def shown_output(observation: str) -> str:
-    """The command output an observation of this env shows, without our framing, our notes
-    and trailing newlines.
-
-    What an agent reading the observation would answer with; the oracle uses it for
-    reference answers taken from a command's output (output past the observation limit is
-    not shown, so not returned either).
-    """
-    if observation == _EMPTY_OUTPUT or not observation.startswith(_OUTPUT_HEAD):
-        return ""
-    text = observation[len(_OUTPUT_HEAD):]
-    while True:
-        note = _NOTE.search(text)
-        if note is None:
-            return text.rstrip("\n")
-        text = text[: note.start()]
+def _open_sandbox(kind: str, options: dict[str, Any]) -> Sandbox:
+    """The env's sandbox, in this process (a module function, so a pickled env can reopen it)."""
+    sandbox: Sandbox = DOMAIN.open_backend(kind, **options)
+    return sandbox
 
 
 def _status(result: ExecResult) -> str:
     return "timed out" if result.timed_out else f"exit code {result.exit_code}"
+

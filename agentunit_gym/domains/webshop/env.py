@@ -25,6 +25,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,6 +40,7 @@ from agentunit_gym.core.actions import (
     looks_like_json_call,
     split_json_call,
 )
+from agentunit_gym.core.backend_handle import BackendHandle
 from agentunit_gym.core.env import ActionFormat, AgentEnv, Execution, InvalidPolicy, TaskSource
 from agentunit_gym.core.score import Score
 from agentunit_gym.domains.webshop.domain import DOMAIN
@@ -158,8 +160,6 @@ class WebShopEnv(AgentEnv[WebShopTask]):
         shop_backend: ShopBackend | None = None,
         **backend_options: Any,
     ) -> None:
-        self._shop: ShopBackend | None = None
-        self._owns_backend = False
         self._session: ShopSession | None = None
         DOMAIN.check_backend(backend)
         if invalid_move not in INVALID_MOVES:
@@ -180,27 +180,30 @@ class WebShopEnv(AgentEnv[WebShopTask]):
                 tasks = load_webshop_goals(webshop_data, catalog)
         super().__init__(tasks=tasks, max_steps=max_steps, invalid_action=invalid_action, render_mode=render_mode,
                          split=split, action_format=action_format)
+        self._shop: BackendHandle[ShopBackend]
         if shop_backend is not None:
-            self._shop = shop_backend
+            self._shop = BackendHandle.borrowed(shop_backend, refusal=(
+                "it runs on a shop backend object it was given (shop_backend=...); make it with "
+                "backend='embedded' or 'server' (and url=) so a copy can open its own."))
         else:
-            self._shop = DOMAIN.open_backend(backend, url=url, catalog_size=catalog_size, catalog_seed=catalog_seed,
-                                             catalog=catalog, **backend_options)
-            self._owns_backend = True
-        # What a copy in another process reopens: the resolved kind, not "auto"; the catalog by its
-        # data folder (the catalog object holds caches that do not pickle).
-        self._reopen_args = (self._shop.kind, url, catalog_size, catalog_seed,
-                             None if webshop_data is None else str(webshop_data), dict(backend_options))
+            opened: ShopBackend = DOMAIN.open_backend(backend, url=url, catalog_size=catalog_size,
+                                                      catalog_seed=catalog_seed, catalog=catalog, **backend_options)
+            # A copy in another process reopens the resolved kind, not "auto"; the catalog by its
+            # data folder (the catalog object holds caches that do not pickle).
+            self._shop = BackendHandle.owned(opened, reopen=partial(
+                _open_shop, opened.kind, url, catalog_size, catalog_seed,
+                None if webshop_data is None else str(webshop_data), dict(backend_options)))
         log.debug("WebShop env on the %s backend (asked for %r)", self._shop.kind, backend)
 
     # ------------------------------------------------------------------ hooks
 
     @property
     def backend_name(self) -> str:
-        return self._backend().kind
+        return self._shop.kind
 
     @property
     def shop_backend(self) -> ShopBackend:
-        return self._backend()
+        return self._shop.get()
 
     @property
     def view(self) -> PageView:
@@ -216,10 +219,11 @@ class WebShopEnv(AgentEnv[WebShopTask]):
                 tool, param = _AGENTBENCH_TOOLS[call[0]]
                 (value,) = call[1].values()
                 text = json.dumps({"name": tool, "arguments": {param: value}}, ensure_ascii=False)
-        return super().parse_action(text)
+        parsed = super().parse_action(text)
+        return parsed if isinstance(parsed, ActionError) else self._validate(parsed)
 
     def _start_episode(self, task: WebShopTask) -> str:
-        self._session = self._backend().open_session(task.goal())
+        self._session = self._shop.get().open_session(task.goal())
         return f"{INTRO}\n\n{format_observation(self._session.view, first=True)}"
 
     def _parse_react(self, text: str) -> Action | ActionError:
@@ -319,34 +323,22 @@ class WebShopEnv(AgentEnv[WebShopTask]):
             session, self._session = self._session, None
             session.close()
 
-    def _close_backend(self) -> None:
-        if self._shop is not None and self._owns_backend:
-            self._shop.close()
-
     # --------------------------------------------------------------- private
 
-    _live_state = ("_shop", "_session")
-
-    def _travel_refusal(self) -> str:
-        if self._owns_backend:
-            return ""
-        return "it runs on a shop backend object it was given (shop_backend=...); make it with " \
-               "backend='embedded' or 'server' (and url=) so a copy can open its own."
-
-    def _backend(self) -> ShopBackend:
-        if self._shop is None and self._owns_backend and not self._closed:
-            # A pickled or copied env: open its own shop in this process.
-            from agentunit_gym.backends.shop.factory import open_catalog
-
-            kind, url, size, seed, data, options = self._reopen_args
-            catalog = None if data is None else open_catalog(catalog_size=size, catalog_seed=seed, webshop_data=data)
-            self._shop = DOMAIN.open_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
-                                             **options)
-        if self._shop is None:
-            raise EpisodeStateError("the env has no shop backend (closed or failed to open).")
-        return self._shop
+    _live_state = ("_session",)
 
     def _episode(self) -> ShopSession:
         if self._session is None:
             raise EpisodeStateError("no episode is running: call reset() first.")
         return self._session
+
+
+def _open_shop(kind: str, url: str | None, size: int | None, seed: int | None, data: str | None,
+               options: dict[str, Any]) -> ShopBackend:
+    """The shop a pickled or copied env opens in its process (a module function, so it pickles)."""
+    from agentunit_gym.backends.shop.factory import open_catalog
+
+    catalog = None if data is None else open_catalog(catalog_size=size, catalog_seed=seed, webshop_data=data)
+    shop: ShopBackend = DOMAIN.open_backend(kind, url=url, catalog_size=size, catalog_seed=seed, catalog=catalog,
+                                            **options)
+    return shop
