@@ -44,7 +44,8 @@ from agentunit_gym.backends.sandbox.local.procfs import (
 )
 from agentunit_gym.backends.sandbox.local.spawner import OneOff, Spawner, SpawnerUnavailable
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
-from agentunit_gym.images.os.shell_protocol import AGENT_OOM_SCORE_ADJ, Capture, Level
+from agentunit_gym.images.os.shell_driver import ShellDriver
+from agentunit_gym.images.os.shell_protocol import AGENT_OOM_SCORE_ADJ, Capture
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -100,24 +101,16 @@ class _Shell:
     """The terminal's master side: the commands' output and the sentinels."""
     exit_fd: int
     """A pidfd of the shell's process: readable once it has exited."""
-    nonce: str = ""
-    """The nonce of the command in flight through the driver."""
-    pending: bytearray = field(default_factory=bytearray)
     eof: bool = False
-    settled: set[int] | None = None
-    """The agent's processes (its own pid numbers) after the last command's runaway check."""
     init_pid: int | None = None
     """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
     slave: str = ""
     """The terminal's path (to drop input no process read)."""
-    levels: list[Level] = field(default_factory=list)
-    """The driver's shell (it reads commands from the pipe), then the shells started in it that
-    read the terminal (``su - jack``, ``bash``), innermost last."""
-    found: str | None = None
-    """The nonce whose sentinel ``_read_sentinel`` saw last."""
     depth: int = 3
     """How many processes :meth:`chain` has: 3 (nsenter, bwrap or unshare, bash), or 1 when
     unisolated (the bash, no pid namespace)."""
+    driver: ShellDriver = field(init=False)
+    """Commands, nested shells and timeouts (the state machine shared with the docker supervisor)."""
 
     @property
     def sid(self) -> int:
