@@ -10,7 +10,7 @@ terminal or a namespace for longer than one call, which a run-to-completion seam
 give; each does so in one function, with its own deadlines:
 
 - the local sandbox's processes (its namespace holder, the agent's shell, the box's
-  spawner, one-off commands through the exec chain): ``_BoxProcesses._spawn`` in
+  spawner, one-off commands through the exec chain): ``_Boxes.spawn`` in
   :mod:`agentunit_gym.backends.sandbox.local.box`;
 - the user-mapping probe: ``_probe`` in :mod:`agentunit_gym.backends.sandbox.usermap`;
 - the local box's spawner (:mod:`agentunit_gym.backends.sandbox.local.spawner_main`), which

@@ -53,7 +53,7 @@ def test_processes_start_only_where_the_seam_says() -> None:
     fails here (route it through process.run, or add it to that list with the reason)."""
     assert _process_calls() == {
         "agentunit_gym/backends/process.py": {"_run"},
-        "agentunit_gym/backends/sandbox/local/box.py": {"_BoxProcesses._spawn"},
+        "agentunit_gym/backends/sandbox/local/box.py": {"_Boxes.spawn"},
         "agentunit_gym/backends/sandbox/local/spawner_main.py": {"_become", "_Spawner._start_direct"},
         "agentunit_gym/backends/sandbox/usermap.py": {"_probe"},
         "agentunit_gym/images/os/supervisor.py": {"Shell.__init__", "run_once"},

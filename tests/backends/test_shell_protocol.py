@@ -184,20 +184,25 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("name", ["shell_protocol.py", "supervisor.py"])
+@pytest.mark.parametrize("name", ["shell_protocol.py", "shell_driver.py", "supervisor.py"])
 def test_the_container_side_is_standard_library_only(name: str) -> None:
-    # The image has python3 and nothing else of ours; the supervisor may import the protocol only.
+    # The image has python3 and nothing else of ours; the supervisor may import the shipped
+    # modules only, the driver the protocol only.
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    ours = {"agentunit_gym.images.os.shell_protocol"} if name == "supervisor.py" else set()
+    ours = {"supervisor.py": {name for _, name, _ in docker.SHIPPED_MODULES},
+            "shell_driver.py": {"agentunit_gym.images.os.shell_protocol"}}.get(name, set())
     assert {mod for mod in _imports(OS_IMAGE / name) if mod.split(".")[0] not in stdlib} <= ours
 
 
 def test_the_boot_line_gives_the_supervisor_the_protocol_without_the_package(tmp_path: Path) -> None:
     # As in the container: a bare python3, without agentunit_gym importable.
     stub = ("from agentunit_gym.images.os.shell_protocol import Capture, new_nonce\n"
-            "import sys\nprint(__name__, Capture.__module__, len(new_nonce()), 'agentunit_gym' in sys.modules)\n")
+            "from agentunit_gym.images.os.shell_driver import Report, ShellDriver\n"
+            "import sys\nprint(__name__, Capture.__module__, ShellDriver.__module__, len(new_nonce()),\n"
+            "      Report(Capture(1), 0, False).ended, 'agentunit_gym' in sys.modules)\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AU_SUPERVISOR": stub,
-           "AU_SHELL_PROTOCOL": docker.SHELL_PROTOCOL_SOURCE.read_text()}
+           **{var: source.read_text() for var, _, source in docker.SHIPPED_MODULES}}
     out = subprocess.run([sys.executable, "-I", "-c", docker._BOOT], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=30)
-    assert out.stdout == "__main__ agentunit_gym.images.os.shell_protocol 16 False\n", out.stderr
+    assert out.stdout == ("__main__ agentunit_gym.images.os.shell_protocol agentunit_gym.images.os.shell_driver 16 "
+                          "None False\n"), out.stderr

@@ -42,6 +42,11 @@ from agentunit_gym.images.os.shell_protocol import DEFAULT_RUNAWAY_BUDGET
 SUPERVISOR_SOURCE = Path(__file__).resolve().parent.parent.parent / "images" / "os" / "supervisor.py"
 SHELL_PROTOCOL_SOURCE = SUPERVISOR_SOURCE.with_name("shell_protocol.py")
 """The shell protocol shared with the local sandbox; the supervisor imports it."""
+SHELL_DRIVER_SOURCE = SUPERVISOR_SOURCE.with_name("shell_driver.py")
+"""The shell driver shared with the local sandbox; the supervisor imports it."""
+SHIPPED_MODULES = (("AU_SHELL_PROTOCOL", "agentunit_gym.images.os.shell_protocol", SHELL_PROTOCOL_SOURCE),
+                   ("AU_SHELL_DRIVER", "agentunit_gym.images.os.shell_driver", SHELL_DRIVER_SOURCE))
+"""The modules the supervisor imports, in import order: (environment variable, name, source)."""
 
 CAPABILITIES = (
     *AGENT_CAPABILITIES,  # what the agent (root in the container) keeps
@@ -54,14 +59,14 @@ CAPABILITIES = (
 # in any command line of ours (docker-init's included: it forwards SIGTERM), so an agent
 # cleaning up its python processes (pkill python3, killall python3, pkill -f python) does not
 # take the sandbox down with them. The supervisor also ignores SIGTERM, SIGINT and SIGHUP.
-# The boot line installs the shared shell protocol under its package name (the supervisor
-# imports it so, as on the host; an entry of sys.modules needs no parent package), then runs
-# the supervisor. Both travel in the environment: the image needs neither file.
-_PROTOCOL_MODULE = "agentunit_gym.images.os.shell_protocol"
-_BOOT = ("import os, sys, types; "
-         f"m = sys.modules[{_PROTOCOL_MODULE!r}] = types.ModuleType({_PROTOCOL_MODULE!r}); "
-         "exec(compile(os.environ.pop('AU_SHELL_PROTOCOL'), 'shell_protocol.py', 'exec'), m.__dict__); "
-         "exec(compile(os.environ.pop('AU_SUPERVISOR'), 'supervisor.py', 'exec'), {'__name__': '__main__'})")
+# The boot line installs the shared shell protocol and driver under their package names (the
+# supervisor imports them so, as on the host; an entry of sys.modules needs no parent package),
+# then runs the supervisor. All travel in the environment: the image needs none of the files.
+_BOOT = ("import os, sys, types\n"
+         f"for var, name in {tuple((var, name) for var, name, _ in SHIPPED_MODULES)!r}:\n"
+         "    m = sys.modules[name] = types.ModuleType(name)\n"
+         "    exec(compile(os.environ.pop(var), name.rsplit('.', 1)[1] + '.py', 'exec'), m.__dict__)\n"
+         "exec(compile(os.environ.pop('AU_SUPERVISOR'), 'supervisor.py', 'exec'), {'__name__': '__main__'})\n")
 _GRACE_S = 15.0  # on top of a command's own timeout, for the supervisor to kill and report
 _START_TIMEOUT_S = 60.0
 _RESET_TIMEOUT_S = 10.0
@@ -317,7 +322,8 @@ class DockerSandbox(Sandbox):
         )
         name = f"agentunit-os-{secrets.token_hex(6)}"
         environment = {"AU_SUPERVISOR": SUPERVISOR_SOURCE.read_text(),
-                       "AU_SHELL_PROTOCOL": SHELL_PROTOCOL_SOURCE.read_text(), "AU_TMPFS_SIZE": str(self.limits.disk),
+                       **{var: source.read_text() for var, _, source in SHIPPED_MODULES},
+                       "AU_TMPFS_SIZE": str(self.limits.disk),
                        "AU_PIDS_LIMIT": str(self.limits.pids), "AU_RUNAWAY_BUDGET": str(self.runaway_budget),
                        "AU_NETWORK": "1" if self.network else "0"}
         return _Container(self._client, self.image, host_config, environment, name, self.start_timeout,

@@ -10,18 +10,12 @@ out. It is the trusted part of the container and the only one holding CAP_SYS_AD
 * ``reset`` kills every process but PID 1 (docker-init) and this one, drops the overlay's
   upper tmpfs, mounts a fresh overlay and a fresh /dev, and starts a new shell: the
   filesystem is exactly the image's again, whatever the agent did (``rm -rf /`` included).
-* The agent's shell is one interactive bash on a pty (job control: every command is its own
-  process group, which a timeout kills with ``killpg``). Each command is sent as one line
-  ``eval $'...'; printf '<RS>AU<nonce>:%d<RS>' $?`` and its output read up to that sentinel;
-  output past ``max`` bytes is read and discarded here, so it never crosses the socket.
-* Shells nest as in a terminal: a command that starts another interactive shell (``su -
-  jack``, ``bash``, ``sh``) hands it the terminal; the next commands go to that shell until
-  it exits (:class:`Shell`).
-* The protocol itself (sentinel framing, capture, nested levels, the runaway heuristic, the
-  notes) is ``shell_protocol.py`` beside this file, shared with the local sandbox.
-  DockerSandbox sends both files: the boot line installs that one as
-  ``agentunit_gym.images.os.shell_protocol`` before running this one, so the import below
-  reads the same in the container and on the host.
+* The agent's shell is one interactive bash on a pty (:class:`Shell`), driven by the
+  state machine shared with the local sandbox (``shell_driver.py``, on the protocol of
+  ``shell_protocol.py``): commands framed by sentinels, shells that nest, timeouts; output
+  past ``max`` bytes is read and discarded here, so it never crosses the socket. DockerSandbox
+  sends those files too: the boot line installs them under their package names before running
+  this one, so the imports below read the same in the container and on the host.
 
 Standard library only (the image has python3); no third-party imports.
 """
@@ -29,6 +23,7 @@ Standard library only (the image has python3); no third-party imports.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -43,25 +38,17 @@ import time
 import tty
 from typing import Any
 
+from agentunit_gym.images.os.shell_driver import ShellDriver
 from agentunit_gym.images.os.shell_protocol import (
     AGENT_OOM_SCORE_ADJ,
     DEFAULT_RUNAWAY_BUDGET,
-    EXITED_NOTE,
-    NESTED_KILLED_NOTE,
-    RESTARTED_NOTE,
-    SHELL_SETUP,
     Capture,
     Level,
     at_pids_limit,
     flush_terminal_input,
-    interactive_shell,
     is_flood,
-    new_nonce,
     proc_stat,
     read_counter,
-    runaway_note,
-    settle,
-    waiting_nonces,
 )
 
 ROOT = "/run/au/root"
@@ -257,17 +244,11 @@ def kill_all(deadline_s: float = 3.0) -> bool:
 
 
 def contain_runaways(before: set[int], spared: set[int], refused_before: int = -1) -> int:
-    """Kill what the last command left running when it is a flood (:func:`shell_protocol.is_flood`).
-
-    ``before``: the processes that existed before the command (earlier background jobs
-    survive). A flood: every process the command created is killed, in rounds until none
-    is left (killing a process group at once stops its members forking). A box still at its
-    pids limit after that (:func:`shell_protocol.at_pids_limit`) was filled by what an
-    earlier command left (a bomb judged still then may fill the limit later): then
-    everything but ``spared`` is killed. ``refused_before``: :func:`pids_refused` when the
-    command started (a fork refused since is a flood's sign; -1: unknown). Returns how many
-    processes were killed.
-    """
+    """Kill what the last command left running when it is a flood (:func:`shell_protocol.is_flood`):
+    every process not in ``before`` (earlier jobs survive), in rounds, then, when the box is
+    still at its pids limit (an earlier command's bomb), everything but ``spared``.
+    ``refused_before``: :func:`pids_refused` as the command started (-1: unknown). Returns how
+    many processes were killed."""
     refused = (lambda: pids_refused() - refused_before) if refused_before >= 0 else None
     if not at_pids_limit(len(other_pids()), PIDS_LIMIT) and not is_flood(
             lambda: len(_left(before, spared)), len(before), RUNAWAY_BUDGET, PIDS_LIMIT,
@@ -316,23 +297,21 @@ def reply(cap: Capture, **extra: Any) -> dict[str, Any]:
 
 
 class Shell:
-    """The agent's interactive bash on a pty (its controlling terminal, stdin and output).
+    """The agent's interactive bash on a pty (its controlling terminal, stdin and output): the
+    transport of the shared :class:`~shell_driver.ShellDriver` (``driver``), which sends the
+    commands, follows nested shells and stops what hangs.
 
     Job control puts each command in its own process group, which a timeout finds with
     ``tcgetpgrp`` and kills; a command reading stdin (``cat``) waits as in a terminal. As in
     AgentBench's shell, commands see a terminal on stdout (``ls`` quotes names with spaces);
     the pty is raw, so newlines arrive unchanged and nothing is echoed.
-
-    Shells nest as in a terminal: when a command starts another interactive shell (``su -
-    jack``, ``bash``, ``sh``) that then waits at the terminal, it becomes the top of
-    ``levels`` and the next commands are sent to it; when it exits, the line of the shell
-    below that started it prints its sentinel, and that shell is the top again.
     """
+
+    pipe = None  # the outer bash reads the terminal too
+    runaway_budget = RUNAWAY_BUDGET
 
     def __init__(self) -> None:
         new_pid_namespace()  # the shell is PID 1 there; when it ends, everything of the episode ends
-        self.settled: set[int] | None = None
-        """The processes present after the last command's runaway check."""
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: bytes pass through unchanged
         self.master = master
@@ -346,158 +325,40 @@ class Shell:
         finally:
             os.close(slave)
         fcntl.fcntl(master, fcntl.F_SETFL, os.O_NONBLOCK)
-        self.levels = [Level(self.proc.pid, "bash")]
-        self.pending_level: tuple[int, str] = (0, "")
-        self.rejected: set[int] = set()
-        """Processes of this command that looked like a shell waiting but took no commands."""
-        """The new shell ``_read_until`` found waiting at the terminal."""
-        code, _, _ = self._roundtrip("set +H +o history; unset HISTFILE MAILCHECK PROMPT_COMMAND", 5.0, 4096)
-        if code is None:
+        self._refusals = -1
+        self.driver = ShellDriver(self, Level(self.proc.pid, "bash"))
+        if self.driver.roundtrip("set +H +o history; unset HISTFILE MAILCHECK PROMPT_COMMAND", 5.0) is None:
             raise RuntimeError("the agent shell did not start")
 
     def close(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
+        self.kill(self.proc.pid, signal.SIGKILL, group=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.master)
-        except OSError:
-            pass
 
-    def _new_shell(self) -> tuple[int, str] | None:
-        """A shell in the terminal's foreground that is not one of ours yet, idle at the terminal."""
-        try:
-            group = os.tcgetpgrp(self.master)
-        except OSError:
-            return None
-        if group in self.rejected or any(level.pid == group for level in self.levels):
-            return None
-        name = interactive_shell(group)  # job control: a shell leads its own process group
-        return (group, name) if name is not None else None
-
-    def _read_until(self, cap: Capture, deadline: float, watch: bool = False) -> str:
-        """Read into ``cap`` until a sentinel shows ("done"), the deadline passes ("timeout"), the
-        shell dies ("dead"), or, with ``watch``, a new shell waits at the terminal ("nested")."""
-        seen: int | None = None
-        while cap.found is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout"
-            ready, _, _ = select.select([self.master], [], [], min(left, 0.02 if watch else 0.05))
-            if not ready:
-                if self.proc.poll() is not None:
-                    return "dead"
-                if watch:
-                    # Seen idle twice in a row (20 ms apart) with nothing printed between.
-                    found = self._new_shell()
-                    if found is not None and found[0] == seen:
-                        self.pending_level = found
-                        return "nested"
-                    seen = found[0] if found is not None else None
-                continue
-            seen = None
-            try:
-                data = os.read(self.master, 1 << 16)
-            except BlockingIOError:
-                continue
-            except OSError:  # EIO: every holder of the pty's slave side is gone
-                return "dead"
-            if not data:
-                return "dead"
-            cap.feed(data)
-        return "done"
-
-    def _send(self, command: str, limit: int) -> tuple[str, Capture]:
-        """Send ``command`` to the top shell; the capture also accepts the lower shells' sentinels."""
-        nonce = new_nonce()
-        # One line for bash, so it has all of it before the command runs: a command reading stdin
-        # cannot swallow the sentinel's printf. (Not a ``{ ...; }`` group: after a syntax error
-        # inside eval, bash 5.2 then misparses the next line.)
-        line = self.levels[-1].line(command, nonce)
-        accept = {nonce, *waiting_nonces(self.levels)}
-        cap = Capture(limit, accept)
-        os.write(self.master, line.encode("utf-8", "surrogateescape"))
-        return nonce, cap
-
-    def _settle(self, cap: Capture, nonce: str) -> None:
-        """After a sentinel: if it was a lower shell's, the shells above it have exited."""
-        settle(self.levels, cap.found_nonce, cap.found)
-
-    def _roundtrip(self, command: str, timeout: float, limit: int) -> tuple[int | None, Capture, str]:
-        nonce, cap = self._send(command, limit)
-        state = self._read_until(cap, time.monotonic() + timeout)
-        if state == "done":
-            self._settle(cap, nonce)
-        return cap.found, cap, state
+    def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
+        """One command of the agent, as the host's reply (``restarted``: replace this shell)."""
+        started = time.monotonic()
+        kills = oom_kills()  # [limits] the host adds a note when the kernel killed at the memory limit
+        self._refusals = pids_refused()
+        report = self.driver.run(command, timeout, limit)
+        return reply(report.capture, exit=report.exit_code, timed_out=report.timed_out,
+                     restarted=report.ended is not None, duration=time.monotonic() - started,
+                     oom=kills >= 0 and oom_kills() > kills)
 
     def clear_full_box(self) -> None:
         """Before a one-off command: kill what holds the box at its pids limit (silently: the
         command's output is the caller's), and what it printed."""
-        if at_pids_limit(len(other_pids()), PIDS_LIMIT) and _kill_rounds(set(), self.spared()):
-            self._discard_pending()
+        if at_pids_limit(len(other_pids()), PIDS_LIMIT) and _kill_rounds(set(), self.spared(self.driver.levels)):
+            self.driver.discard_pending()
 
-    def _discard_pending(self) -> None:
-        """Drop output waiting on the terminal (it would open the next command's output)."""
-        deadline = time.monotonic() + 0.2
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.master], [], [], 0.02)
-            if not ready:
-                return
-            try:
-                if not os.read(self.master, 1 << 16):
-                    return
-            except OSError:
-                return
-
-    def _kill_foreground(self, sig: int) -> bool:
-        """Signal the terminal's foreground process group unless it is one of our shells'."""
-        try:
-            group = os.tcgetpgrp(self.master)
-            if all(level.pid != group for level in self.levels):
-                os.killpg(group, sig)
-                return True
-        except OSError:
-            pass
-        return False
-
-    def _enter_nested(self, nonce: str, cap: Capture, deadline: float) -> str:
-        """A new shell waits at the terminal: make it the top level and set it up.
-
-        Returns "nested" when it answered, "done" when the command's own line reported
-        meanwhile (the shell exited at once), "again" when it was no shell taking commands
-        (the command is then waited for as before)."""
-        pid, name = self.pending_level
-        cap.drop_partial_line()  # its first prompt
-        self.levels[-1].waiting = nonce
-        self.levels.append(Level(pid, name))
-        setup, cap_setup = self._send(SHELL_SETUP, 0)
-        state = self._read_until(cap_setup, max(time.monotonic() + 1.0, min(time.monotonic() + 5.0, deadline)))
-        if state == "done" and cap_setup.found_nonce == setup:
-            return "nested"
-        while self.levels[-1].pid != self.levels[0].pid and self.levels[-1].waiting != nonce:
-            self.levels.pop()
-        self.levels[-1].waiting = None
-        if state == "done" and cap_setup.found_nonce == nonce:
-            cap.found, cap.found_nonce = cap_setup.found, nonce
-            return "done"
-        self.rejected.add(pid)
-        self._flush_input()  # our setup line must not reach whatever reads the terminal next
-        return "dead" if state == "dead" else "again"
-
-    def _flush_input(self) -> None:
-        flush_terminal_input(self.slave_name)
-
-    def spared(self) -> set[int]:
+    def spared(self, levels: list[Level]) -> set[int]:
         """Our shells, the processes between them (``su``), and our own group: never runaways."""
-        if len(self.levels) == 1:  # the common case, without reading /proc
+        if len(levels) == 1:  # the common case, without reading /proc
             return {self.proc.pid, os.getpgid(0)}
         spared = {os.getpgid(0)}
-        for level in self.levels:
+        for level in levels:
             pid = level.pid
             while pid > 1 and pid not in spared:
                 spared.add(pid)
@@ -505,101 +366,57 @@ class Shell:
                 pid = int(fields[1]) if fields else 0
         return spared
 
-    def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
-        started = time.monotonic()
-        deadline = started + timeout
-        # What was there when the last command was settled: processes forked since by its
-        # background jobs count as new too, so a bomb that started slowly is caught later.
-        before = self.settled if self.settled is not None else set(other_pids())
-        kills = oom_kills()  # [limits] the host adds a note when the kernel killed at the memory limit
-        refusals = pids_refused()
-        nonce, cap = self._send(command, limit)
-        self.rejected.clear()
-        code: int | None = None
-        while True:
-            state = self._read_until(cap, deadline, watch=True)
-            if state == "nested":
-                state = self._enter_nested(nonce, cap, deadline)
-            if state == "nested":
-                code = 0  # the new shell took over; the command is still running below it
-                break
-            if state != "again":
-                break
-        if state == "done":
-            self._settle(cap, nonce)
-            code = cap.found
-        timed_out = state == "timeout"
-        restarted = False
-        if timed_out:
-            state = self._stop_command(cap, nonce)
-            if state != "done":
-                restarted = True  # the outer shell is unusable (or was replaced by the agent)
-        if state == "dead":
-            restarted = True
+    # ------------------------------------------------------------------ the driver's transport
+
+    def write_terminal(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
             try:
-                code = self.proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                code = None
-            if code is not None and code < 0:
-                code = 128 - code  # killed by a signal: report it the way bash would
-        cap.finish()
-        if restarted:
-            cap.note(RESTARTED_NOTE if timed_out else EXITED_NOTE)
-        if not restarted:
-            killed = contain_runaways(before, self.spared(), refusals)
-            self.settled = set(other_pids())
-            if killed:
-                self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
-                cap.note(runaway_note(killed, RUNAWAY_BUDGET))
-        return reply(cap, exit=None if timed_out else code, timed_out=timed_out, restarted=restarted,
-                     duration=time.monotonic() - started, oom=kills >= 0 and oom_kills() > kills)
+                view = view[os.write(self.master, view):]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OSError("the terminal does not take input") from None
+                select.select([], [self.master], [], 0.05)
 
-    def _stop_command(self, cap: Capture, nonce: str) -> str:
-        """After a timeout: stop what hangs and get a shell that answers; "done" when one does.
+    def read(self, wait: float) -> bytes | None:
+        ready, _, _ = select.select([self.master], [], [], max(0.0, wait))
+        if not ready:
+            return b"" if self.proc.poll() is not None else None
+        try:
+            return os.read(self.master, 1 << 16)
+        except BlockingIOError:
+            return None
+        except OSError:  # EIO: every holder of the pty's slave side is gone
+            return b""
 
-        1. Kill the terminal's foreground process group; the line's printf then reports.
-        2. The top shell itself is busy (a loop of builtins, ``read``): Ctrl-C, i.e. SIGINT to
-           the foreground group and the shell, which abandons the line; then resynchronise with
-           an empty command (a few tries, in case the signal lands late).
-        3. A nested shell that still does not answer is killed: the shell below it (whose line
-           started it) reports, and is the agent's shell again.
-        """
-        state = "timeout"
-        if self._kill_foreground(signal.SIGKILL):
-            state = self._read_until(cap, time.monotonic() + 0.5)
-            if state == "done":
-                self._settle(cap, nonce)
-                return state
-        cap.finish()
-        while True:
-            top = self.levels[-1]
-            for _ in range(3):
-                self._kill_foreground(signal.SIGINT)
-                try:
-                    os.kill(top.pid, signal.SIGINT)
-                except OSError:
-                    break
-                time.sleep(0.05)
-                _, _, state = self._roundtrip(":", 1.0, 0)
-                if state != "timeout":
-                    break
-            if state != "timeout" or len(self.levels) == 1 or self.levels[-1] is not top:
-                return state
-            # 3: end the nested shell; the line below it that started it then reports.
-            cap.note(NESTED_KILLED_NOTE)
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(top.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            self.levels.pop()
-            self._flush_input()  # the resync lines it never read
-            below = self.levels[-1]
-            waiting, below.waiting = below.waiting, None
-            if waiting is not None:
-                state = self._read_until(Capture(0, {waiting}), time.monotonic() + 1.0)
-                if state != "timeout":
-                    return state
+    def foreground_group(self) -> int | None:
+        try:
+            return os.tcgetpgrp(self.master)
+        except OSError:
+            return None
+
+    def ours(self) -> set[int]:
+        return set()
+
+    def kill(self, pid: int, sig: int, *, group: bool) -> None:
+        with contextlib.suppress(OSError):
+            (os.killpg if group else os.kill)(pid, sig)
+
+    def flush_input(self) -> None:
+        flush_terminal_input(self.slave_name)
+
+    def processes(self) -> set[int]:
+        return set(other_pids())
+
+    def contain_runaways(self, before: set[int], levels: list[Level]) -> int:
+        return contain_runaways(before, self.spared(levels), self._refusals)
+
+    def exit_status(self) -> int | None:
+        try:
+            code = self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            return None
+        return 128 - code if code < 0 else code  # killed by a signal: report it the way bash would
 
 
 def run_once(argv: list[str], stdin: bytes | None, timeout: float, limit: int) -> dict[str, Any]:

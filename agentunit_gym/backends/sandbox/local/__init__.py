@@ -46,12 +46,15 @@ past ``runaway_budget`` is killed so the next command can run.
 See docs/sandbox-local.md.
 
 The package, by concern: :mod:`.sandbox` (the :class:`LocalSandbox` class: options, start,
-reset, close), :mod:`.reset` (the reset in place), :mod:`.spare` (new boxes and the warm
-spare), :mod:`.shell` (the agent's shell), :mod:`.files` (the file helpers), :mod:`.box`
-(a box and the processes started in it), :mod:`.isolation` (the namespace tools' argv and
-their detection), :mod:`.etc_template` (the ``/etc`` template), :mod:`.cgroup` (the box's
-cgroup: memory, CPU, pids), :mod:`.box_tmpfs` (the box's size-bounded tmpfs), :mod:`.procfs`
-(``/proc`` scanning) and :mod:`.hostfs` (host-side file helpers).
+reset, close, put together from the parts below, which share :mod:`.setup`'s options and
+state and call each other through narrow interfaces, none inheriting from another),
+:mod:`.box` (a box and its processes), :mod:`.oneoff` (one-off commands), :mod:`.files`
+(the file helpers), :mod:`.shell` (the agent's shell, on the driver it shares with the
+docker sandbox), :mod:`.reset` (the reset in place), :mod:`.spare` (new boxes and the warm
+spare), :mod:`.isolation` (the namespace tools' argv and their detection),
+:mod:`.etc_template` (the ``/etc`` template), :mod:`.cgroup` (the box's cgroup: memory, CPU,
+pids), :mod:`.box_tmpfs` (the box's size-bounded tmpfs), :mod:`.procfs` (``/proc``
+scanning) and :mod:`.hostfs` (host-side file helpers).
 """
 
 from agentunit_gym.backends.sandbox.local.etc_template import (

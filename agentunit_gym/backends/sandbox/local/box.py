@@ -10,24 +10,20 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO
 
 from agentunit_gym.backends.sandbox import usermap
-from agentunit_gym.backends.sandbox.base import ExecResult, Language, Sandbox
-from agentunit_gym.backends.sandbox.limits import Limits
-from agentunit_gym.backends.sandbox.local.cgroup import BoxCgroup
+from agentunit_gym.backends.sandbox.base import ExecResult
 from agentunit_gym.backends.sandbox.local.etc_template import (
     ETC_READ_ONLY,
     ETC_READ_ONLY_FILES,
-    _CopyEntry,
 )
 from agentunit_gym.backends.sandbox.local.isolation import (
     WRITABLE_DIRS,
-    Isolation,
     _default_signals_argv,
     agent_caps_argv,
     drop_privileges_argv,
@@ -42,9 +38,11 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _scan_processes,
     _wait_readable,
 )
-from agentunit_gym.backends.sandbox.local.spawner import OneOff, Spawner, SpawnerUnavailable
-from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError
-from agentunit_gym.images.os.shell_protocol import AGENT_OOM_SCORE_ADJ, Capture, Level
+from agentunit_gym.backends.sandbox.local.setup import _Setup
+from agentunit_gym.backends.sandbox.local.spawner import Spawner
+from agentunit_gym.errors import BackendError, BackendTimeoutError
+from agentunit_gym.images.os.shell_driver import ShellDriver
+from agentunit_gym.images.os.shell_protocol import AGENT_OOM_SCORE_ADJ, Capture
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -100,24 +98,16 @@ class _Shell:
     """The terminal's master side: the commands' output and the sentinels."""
     exit_fd: int
     """A pidfd of the shell's process: readable once it has exited."""
-    nonce: str = ""
-    """The nonce of the command in flight through the driver."""
-    pending: bytearray = field(default_factory=bytearray)
     eof: bool = False
-    settled: set[int] | None = None
-    """The agent's processes (its own pid numbers) after the last command's runaway check."""
     init_pid: int | None = None
     """Host pid of the interactive bash, PID 1 of the agent's own pid namespace (once found)."""
     slave: str = ""
     """The terminal's path (to drop input no process read)."""
-    levels: list[Level] = field(default_factory=list)
-    """The driver's shell (it reads commands from the pipe), then the shells started in it that
-    read the terminal (``su - jack``, ``bash``), innermost last."""
-    found: str | None = None
-    """The nonce whose sentinel ``_read_sentinel`` saw last."""
     depth: int = 3
     """How many processes :meth:`chain` has: 3 (nsenter, bwrap or unshare, bash), or 1 when
     unisolated (the bash, no pid namespace)."""
+    driver: ShellDriver = field(init=False)
+    """Commands, nested shells and timeouts (the state machine shared with the docker supervisor)."""
 
     @property
     def sid(self) -> int:
@@ -204,76 +194,31 @@ class _Box:
         return None
 
 
+def died_error() -> BackendError:
+    return BackendError("the local sandbox died (its processes were killed from outside or it ran out of "
+                        "resources); call reset() to get a fresh sandbox.")
 
-class _BoxProcesses(Sandbox):
-    """The state of a :class:`LocalSandbox` (set in its ``__init__``) and the processes of its
-    boxes: the holder, entering the box, one-off commands, ending shells and boxes.
 
-    The sandbox's code is split by concern into a chain of classes, each in its own module
-    and built on the one before: this one, :class:`~.files._Files`, :class:`~.shell._AgentShell`,
-    :class:`~.reset._ResetInPlace`, :class:`~.spare._WarmSpare`, then :class:`~.sandbox.LocalSandbox`.
-    """
+class _Boxes:
+    """The processes of a local sandbox's boxes: the holder, entering a box, the agent's shell
+    process ending, a box ending. One part of :class:`~.sandbox.LocalSandbox`; the others get
+    it to start and end processes (:meth:`spawn` is the one place that creates them)."""
 
-    isolation_requested: Isolation
-    allow_unisolated: bool
-    limits: Limits
-    pids_limit: int
-    runaway_budget: int
-    network: bool
-    workdir: str
-    warm_spare: bool
-    spawner: bool
-    mechanism: Literal["bwrap", "unshare", "none"] | None
-    """The isolation in use once started."""
-    _env: dict[str, str]
-    _temp_parent: str | None
-    _layout: list[tuple[str, str | None]]
-    _owner_uid: int | None
-    """The host uid behind root inside, when the sandbox's files must be given to it (root callers)."""
-    _multi_user: bool | None  # decided on start (usermap), with the pids cgroup
-    _root: Path | None  # our temp dir: one sub-dir per box
-    _etc: Path | None  # the /etc template (shared by the process's sandboxes)
-    _cgroup: BoxCgroup | None
-    _pids_refused_seen: int  # forks the pids limit had refused at the last command's end
-    _disk_bounded: bool  # each box's dir is a tmpfs of `disk` bytes (box_tmpfs)
-    _limits_off: dict[str, str]
-    _prlimit: str | None
-    _box: _Box | None
-    _state: dict[str, _CopyEntry] | None  # what a box's writable dirs start with
-    _etc_bound: list[tuple[str, Path]] | None  # the template's read-only binds
-    _spare: Future[_Box] | None
-    _worker: ThreadPoolExecutor | None  # builds the spare, deletes old dirs
-    _closed: bool
-    _faults: dict[str, BaseException]  # LocalSandbox.inject_fault
+    def __init__(self, setup: _Setup) -> None:
+        self.setup = setup
 
-    def _fault(self, where: str) -> None:
-        """Raise the error :meth:`LocalSandbox.inject_fault` planted at ``where``, once."""
-        error = self._faults.pop(where, None)
-        if error is not None:
-            raise error
-
-    def _in_background(self, fn: Callable[..., object], *args: object) -> Future[Any]:
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentunit-gym-local")
-        return self._worker.submit(fn, *args)
-
-    def _drop_next_shell(self, box: _Box) -> None:
+    def drop_next_shell(self, box: _Box) -> None:
         future, box.next_shell = box.next_shell, None
         if future is not None:
-            self._end_when_up(future)
+            self.end_when_up(future)
 
-    def _end_when_up(self, future: Future[_Shell]) -> None:
+    def end_when_up(self, future: Future[_Shell]) -> None:
         """End the shell ``future`` starts, once (and if) it is up."""
-        future.add_done_callback(lambda done: done.exception() is None and self._end_shell(done.result()))
-
-    def _current(self) -> _Box:
-        self.start()
-        assert self._box is not None
-        return self._box
+        future.add_done_callback(lambda done: done.exception() is None and self.end_shell(done.result()))
 
     # ------------------------------------------------------------------ processes of the box
 
-    def _spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
+    def spawn(self, argv: Sequence[str], *, stdin: int | IO[bytes], stdout: int, stderr: int,
                in_sandbox: bool, pass_fds: tuple[int, ...] = (), tty: str | None = None,
                env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start a process in its own session: the one place this module creates processes.
@@ -288,51 +233,52 @@ class _BoxProcesses(Sandbox):
         caps the caller's own processes). Both are set by a tiny exec wrapper rather than
         ``preexec_fn``, which would cost a full fork of this process (~2 ms more per process).
         """
-        if self.mechanism != "none":
+        if self.setup.mechanism != "none":
             argv = [*drop_privileges_argv(), *argv]
         new_session = True
-        if self._cgroup is not None and self._cgroup.dirs:
+        if self.setup.cgroup is not None and self.setup.cgroup.dirs:
             # A session leader that opens a terminal gets it as its controlling terminal: the
             # wrapper does that as well, which saves a `setsid --ctty` process.
-            argv = self._cgroup.join_argv(argv, tty=tty, oom_score_adj=AGENT_OOM_SCORE_ADJ if in_sandbox else None)
+            argv = self.setup.cgroup.join_argv(argv, tty=tty, oom_score_adj=AGENT_OOM_SCORE_ADJ if in_sandbox else None)
         else:
             if tty is not None:
                 argv = ["setsid", "--ctty", *argv]
                 new_session = False  # setsid makes the session (a group leader would have it fork)
-        if "pids" not in (self._cgroup.controllers if self._cgroup is not None else ()):
-            if in_sandbox and self._prlimit is not None:
-                argv = [self._prlimit, f"--nproc={self.pids_limit}:{self.pids_limit}", "--", *argv]
+        if "pids" not in (self.setup.cgroup.controllers if self.setup.cgroup is not None else ()):
+            if in_sandbox and self.setup.prlimit is not None:
+                argv = [self.setup.prlimit, f"--nproc={self.setup.pids_limit}:{self.setup.pids_limit}", "--", *argv]
         argv = [*_default_signals_argv(), *argv]
         try:
-            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env or self._env,
+            return subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env or self.setup.env,
                                     start_new_session=new_session, close_fds=True, pass_fds=pass_fds)
         except OSError as exc:
             raise BackendError(f"could not start {argv[0]!r} for the local sandbox: {exc}") from exc
 
-    def _etc_read_only(self) -> list[tuple[str, Path]]:
+    def etc_read_only(self) -> list[tuple[str, Path]]:
         """(path under /etc, template path) of the template's trees and files bound read-only
         into each box (looked up once: the template does not change)."""
-        assert self._root is not None
-        assert self._etc is not None
-        if self._etc_bound is None:
-            self._etc_bound = [(rel, self._etc / rel) for rel in ETC_READ_ONLY if (self._etc / rel).is_dir()] \
-                + [(rel, self._etc / rel) for rel in ETC_READ_ONLY_FILES if (self._etc / rel).is_file()]
-        return self._etc_bound
+        assert self.setup.root is not None
+        assert self.setup.etc is not None
+        etc = self.setup.etc
+        if self.setup.etc_bound is None:
+            self.setup.etc_bound = [(rel, etc / rel) for rel in ETC_READ_ONLY if (etc / rel).is_dir()] \
+                + [(rel, etc / rel) for rel in ETC_READ_ONLY_FILES if (etc / rel).is_file()]
+        return self.setup.etc_bound
 
     def _holder_argv(self, box: _Box) -> list[str]:
-        assert self.mechanism in ("bwrap", "unshare")
-        return holder_argv(self.mechanism, box.dir, multi_user=bool(self._multi_user), network=self.network,
-                           etc_binds=self._etc_read_only())
+        assert self.setup.mechanism in ("bwrap", "unshare")
+        return holder_argv(self.setup.mechanism, box.dir, multi_user=bool(self.setup.multi_user),
+                           network=self.setup.network, etc_binds=self.etc_read_only())
 
-    def _start_holder(self, box: _Box) -> None:
-        holder = self._spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def start_holder(self, box: _Box) -> None:
+        holder = self.spawn(self._holder_argv(box), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, in_sandbox=False)
         box.holder = holder
         assert holder.stdin is not None and holder.stdout is not None and holder.stderr is not None
         deadline = time.monotonic() + _START_TIMEOUT_S
         try:
             line = self._read_line(holder.stdout.fileno(), deadline)
-            if line == b"map" and self._multi_user:
+            if line == b"map" and self.setup.multi_user:
                 line = self._map_users(holder, deadline)
             if line != b"ready":
                 holder.kill()
@@ -340,7 +286,7 @@ class _BoxProcesses(Sandbox):
                 with contextlib.suppress(Exception):
                     holder.wait(timeout=_KILL_TIMEOUT_S)
                     err = holder.stderr.read()[-600:]
-                raise BackendError(f"the {self.mechanism} sandbox did not start: "
+                raise BackendError(f"the {self.setup.mechanism} sandbox did not start: "
                                    f"{err.decode('utf-8', 'replace').strip() or 'no output'}")
         finally:
             holder.stdout.close()
@@ -352,7 +298,7 @@ class _BoxProcesses(Sandbox):
         except OSError:
             children = []
         if not children:
-            raise BackendError(f"the {self.mechanism} sandbox started but its namespace process was not found.")
+            raise BackendError(f"the {self.setup.mechanism} sandbox started but its namespace process was not found.")
         box.ns_pid = int(children[0])
 
     def _map_users(self, holder: subprocess.Popen[bytes], deadline: float) -> bytes:
@@ -360,7 +306,7 @@ class _BoxProcesses(Sandbox):
         on, and return its next line (``ready``). A failure kills it: nothing runs unmapped."""
         assert holder.stdin is not None and holder.stdout is not None
         target = holder.pid
-        if self.mechanism == "unshare":  # unshare --fork: the gate runs in its child
+        if self.setup.mechanism == "unshare":  # unshare --fork: the gate runs in its child
             for _ in range(100):
                 children = _children_ints(holder.pid)
                 if children or time.monotonic() > deadline:
@@ -396,30 +342,31 @@ class _BoxProcesses(Sandbox):
                 buf += chunk
         return buf.split(b"\n", 1)[0]
 
-    def _enter_argv(self, box: _Box, argv: Sequence[str], *, new_shell: bool = False) -> list[str]:
+    def enter_argv(self, box: _Box, argv: Sequence[str], *, new_shell: bool = False) -> list[str]:
         """``argv`` to run inside the sandbox (or on the host when unisolated): in the agent's
         namespaces with the agent's capabilities, in the workdir; with ``new_shell``, in the
         box's own namespaces with all of root's there (what the agent's shell starts from)."""
-        if self.mechanism == "none":
+        if self.setup.mechanism == "none":
             # On the host: at least keep HOME and temp files in the box's private dirs.
             return ["/usr/bin/env", f"HOME={box.writable('/root')}", f"TMPDIR={box.writable('/tmp')}", *argv]
         assert box.ns_pid is not None
         # Into the agent's own pid namespace (and its /proc, /dev/shm, IPC) once its shell is
         # up, else the box's.
-        target = None if new_shell else self._agent_init(box)
+        target = None if new_shell else self.agent_init(box)
         if target is None and not new_shell:
             box.tainted = True
         nsenter = tool_path("nsenter")
         # The workdir: nsenter changes to it inside (--wdns) where it can, else env does.
         wdns = not new_shell and nsenter_has_wdns(nsenter)
         # With network=True the sandbox is in the host's network namespace, which we may not enter.
-        return [nsenter, "-t", str(target or box.ns_pid), "-U", "-m", "-p", *([] if self.network else ["-n"]), "-i",
-                "-u", "-r", *([f"--wdns={self.workdir}"] if wdns else []), "--preserve-credentials", "--",
+        workdir = self.setup.workdir
+        return [nsenter, "-t", str(target or box.ns_pid), "-U", "-m", "-p", *([] if self.setup.network else ["-n"]),
+                "-i", "-u", "-r", *([f"--wdns={workdir}"] if wdns else []), "--preserve-credentials", "--",
                 *(argv if new_shell else [*agent_caps_argv(), *([] if wdns else
-                                                                ["/usr/bin/env", f"--chdir={self.workdir}"]), *argv])]
+                                                                ["/usr/bin/env", f"--chdir={workdir}"]), *argv])]
 
     @staticmethod
-    def _agent_init(box: _Box) -> int | None:
+    def agent_init(box: _Box) -> int | None:
         """Host pid of the agent's shell, PID 1 of the agent's pid namespace; None when there is none."""
         shell = box.shell
         if shell is None or shell.eof:
@@ -429,15 +376,15 @@ class _BoxProcesses(Sandbox):
             return None
         return init
 
-    def _workdir_in(self, box: _Box) -> str:
-        return str(box.writable("/root")) if self.mechanism == "none" else self.workdir
+    def workdir_in(self, box: _Box) -> str:
+        return str(box.writable("/root")) if self.setup.mechanism == "none" else self.setup.workdir
 
-    def _jobs_file(self, box: _Box) -> str:
+    def jobs_file(self, box: _Box) -> str:
         """Where the driver lists the shell's jobs, as the shell sees the path."""
-        return str(box.writable("/run") / "jobs") if self.mechanism == "none" else "/run/.agentunit-gym-jobs"
+        return str(box.writable("/run") / "jobs") if self.setup.mechanism == "none" else "/run/.agentunit-gym-jobs"
 
-    def _box_alive(self, box: _Box) -> bool:
-        if self.mechanism == "none":
+    def box_alive(self, box: _Box) -> bool:
+        if self.setup.mechanism == "none":
             return True
         if box.holder is None or box.holder.poll() is not None or box.ns_pid is None:
             return False
@@ -448,13 +395,13 @@ class _BoxProcesses(Sandbox):
         # Dead, or on its way out (PF_EXITING: killed, now taking the namespace down).
         return fields[0] not in (b"Z", b"X") and not int(fields[6]) & 0x4
 
-    def _stop_shell(self, box: _Box) -> None:
+    def stop_shell(self, box: _Box) -> None:
         shell, box.shell = box.shell, None
         if shell is not None:
-            self._end_shell(shell)
+            self.end_shell(shell)
 
     @staticmethod
-    def _end_shell(shell: _Shell) -> None:
+    def end_shell(shell: _Shell) -> None:
         """Kill a shell (its pid namespace, then what we started) and wait for it, with a
         deadline; close our ends."""
         deadline = time.monotonic() + _KILL_TIMEOUT_S
@@ -494,12 +441,12 @@ class _BoxProcesses(Sandbox):
         if failure is not None:
             raise BackendTimeoutError(failure)
 
-    def _stop_box(self, box: _Box) -> None:
+    def stop_box(self, box: _Box) -> None:
         """Kill the box's shell and every process of its namespaces, and wait for them (with a deadline)."""
         deadline = time.monotonic() + _KILL_TIMEOUT_S
-        self._drop_next_shell(box)
+        self.drop_next_shell(box)
         try:
-            if self.mechanism == "none" and box.shell is not None:
+            if self.setup.mechanism == "none" and box.shell is not None:
                 # No pid namespace: kill the shell's session (daemons that left it escape).
                 for pid, (_, session) in _scan_processes():
                     if session == box.shell.sid:
@@ -509,7 +456,7 @@ class _BoxProcesses(Sandbox):
                 # SIGKILL to the pid namespace's init makes the kernel kill all its processes.
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(box.ns_pid, signal.SIGKILL)
-            self._stop_shell(box)
+            self.stop_shell(box)
         finally:
             spawner, box.spawner = box.spawner, None
             if spawner is not None:
@@ -528,145 +475,3 @@ class _BoxProcesses(Sandbox):
                 except subprocess.TimeoutExpired as exc:
                     raise BackendTimeoutError(f"the local sandbox's holder (pid {holder.pid}) did not exit "
                                               "after SIGKILL.") from exc
-
-    @staticmethod
-    def _died_error() -> BackendError:
-        return BackendError("the local sandbox died (its processes were killed from outside or it ran out of "
-                            "resources); call reset() to get a fresh sandbox.")
-
-    def run(self, command: str, *, timeout: float = 30.0, language: Language = "bash",
-            args: tuple[str, ...] = (), max_output: int = 1 << 20) -> ExecResult:
-        """Run a one-off command as root in the sandbox's namespaces, outside the agent's shell.
-
-        Raises:
-            ConfigError: unknown ``language``.
-            BackendError: the sandbox died (call ``reset()``).
-        """
-        if language == "bash":
-            argv = ["/bin/bash", "--noprofile", "--norc", "-c", command, "bash", *args]
-        elif language == "python":
-            argv = ["python3", "-c", command, *args]
-        else:
-            raise ConfigError(f"language must be 'bash' or 'python', got {language!r}.")
-        return self._exec(argv, timeout=timeout, max_output=max_output)
-
-    def _start_spawner(self, box: _Box) -> None:
-        """Start the box's one-off spawner (:mod:`.spawner`), before the agent runs anything in
-        the box, with an environment of its own (``TZ`` set: no zone file read as the box's root)."""
-        if not self.spawner or self.mechanism == "none":
-            return
-        assert box.ns_pid is not None  # the holder is up: the spawner starts in its namespaces
-        try:
-            box.spawner = Spawner.start(lambda argv, fd: self._spawn(
-                self._enter_argv(box, argv, new_shell=True), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, in_sandbox=False, pass_fds=(fd,), env=_SPAWNER_ENV),
-                time.monotonic() + _START_TIMEOUT_S, reaper=box.ns_pid)
-        except SpawnerUnavailable as exc:
-            logger.debug("local sandbox: no one-off spawner in this box (the exec chain instead): %s", exc)
-
-    @staticmethod
-    def _drop_spawner(box: _Box, spawner: Spawner, *, respawn: bool = False) -> None:
-        with box.spawner_lock:
-            if box.spawner is spawner:
-                box.spawner = None
-                box.respawn = respawn
-                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                    spawner.close()
-
-    def _start_one_off(self, box: _Box, argv: Sequence[str], deadline: float) -> subprocess.Popen[bytes] | OneOff:
-        """Start a one-off command in the agent's namespaces: through the box's spawner, else
-        (no agent shell, no spawner in this box, or it refused) through the exec chain.
-
-        Raises:
-            subprocess.TimeoutExpired: the spawner did not start it by ``deadline``.
-        """
-        spawner = box.spawner
-        init = self._agent_init(box) if spawner is not None else None
-        if spawner is not None and init is not None:
-            nproc = self.pids_limit if self._prlimit is not None and "pids" not in (
-                self._cgroup.controllers if self._cgroup is not None else ()) else None
-            # The chain raises the OOM score in its cgroup join: without a cgroup, neither does this.
-            oom = AGENT_OOM_SCORE_ADJ if self._cgroup is not None and self._cgroup.dirs else None
-            try:
-                return spawner.run(argv, agent_init=init, cwd=self.workdir, env=self._env, oom_score_adj=oom,
-                                   nproc=nproc, deadline=deadline)
-            except SpawnerUnavailable as exc:
-                logger.debug("local sandbox: a one-off goes through the exec chain: %s", exc)
-                if exc.gone:
-                    self._drop_spawner(box, spawner)
-            except subprocess.TimeoutExpired:
-                if spawner.stalled:  # held in the middle of a start: the box's next one-offs take the chain
-                    logger.debug("local sandbox: the spawner stalled in a start; one-offs go through the exec chain")
-                    self._drop_spawner(box, spawner, respawn=True)
-                raise
-        return self._spawn(self._enter_argv(box, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, in_sandbox=True)
-
-    def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
-              capture: Capture | None = None) -> ExecResult:
-        box = self._current()
-        if not self._box_alive(box):
-            raise self._died_error()
-        started = time.monotonic()
-        capture = capture if capture is not None else Capture(max_output)
-        deadline = started + timeout
-        try:
-            proc = self._start_one_off(box, argv, deadline)
-        except subprocess.TimeoutExpired:  # the spawner did not start it in time (a throttled box)
-            return _result(capture, None, True, started)
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        os.set_blocking(fd, False)
-        timed_out = False
-        exited_at: float | None = None
-        try:
-            with selectors.DefaultSelector() as sel:
-                sel.register(fd, selectors.EVENT_READ)
-                while True:
-                    now = time.monotonic()
-                    if now >= deadline:
-                        timed_out = True
-                        break
-                    if exited_at is None and proc.poll() is not None:
-                        exited_at = now
-                    # A daemon started by the command may keep our pipe open: once the
-                    # command itself has exited, take what is there and stop.
-                    if exited_at is not None and now - exited_at > 0.05:
-                        break
-                    if not sel.select(min(deadline - now, 0.05)):
-                        continue
-                    try:
-                        chunk = os.read(fd, _CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        break
-                    capture.feed(chunk)
-        finally:
-            code: int | None = None
-            try:
-                if not timed_out:
-                    # Output closed: the command is ending, or closed its stdout and goes on.
-                    try:
-                        code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        timed_out = True
-                if timed_out:
-                    if isinstance(proc, OneOff):
-                        proc.kill()
-                    else:
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.killpg(proc.pid, signal.SIGKILL)
-                    try:
-                        proc.wait(timeout=_KILL_TIMEOUT_S)
-                    except subprocess.TimeoutExpired as exc:
-                        raise BackendTimeoutError(f"a command in the local sandbox (pid {proc.pid}) did not "
-                                                  "exit after SIGKILL.") from exc
-            finally:
-                proc.stdout.close()
-                if isinstance(proc, OneOff):
-                    proc.close()
-        if not timed_out and not self._box_alive(box):
-            raise self._died_error()
-        return _result(capture, None if timed_out else code, timed_out, started)
-

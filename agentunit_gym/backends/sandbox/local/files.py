@@ -9,21 +9,22 @@ import secrets
 import stat
 from pathlib import Path
 
-from agentunit_gym.backends.sandbox.local.box import (
-    _Box,
-    _BoxProcesses,
-)
+from agentunit_gym.backends.sandbox.local.box import _Box, _Boxes
 from agentunit_gym.backends.sandbox.local.isolation import (
     WRITABLE_DIRS,
 )
+from agentunit_gym.backends.sandbox.local.oneoff import _OneOffs
+from agentunit_gym.backends.sandbox.local.setup import _Setup
 from agentunit_gym.errors import BackendError
 from agentunit_gym.images.os.shell_protocol import Capture
 
 
-class _Files(_BoxProcesses):
-    """Reading and writing files as the sandbox sees them (its symlinks resolved in its view)."""
+class _Files:
+    """Reading and writing files as the sandbox sees them (its symlinks resolved in its view):
+    on the host where they lie in the box's writable dirs, else by a one-off ``cat``."""
 
-    # ------------------------------------------------------------------ files
+    def __init__(self, setup: _Setup, boxes: _Boxes, one_offs: _OneOffs) -> None:
+        self.setup, self.boxes, self.one_offs = setup, boxes, one_offs
 
     def _resolve(self, box: _Box, path: str) -> str:
         """Resolve ``path`` as the sandbox sees it (symlinks followed inside the sandbox's view).
@@ -32,7 +33,7 @@ class _Files(_BoxProcesses):
         that do not exist are kept as they are.
         """
         if not posixpath.isabs(path):
-            path = posixpath.join(self.workdir, path)
+            path = posixpath.join(self.setup.workdir, path)
         todo = [p for p in path.split("/") if p]
         done: list[str] = []
         hops = 0
@@ -61,7 +62,7 @@ class _Files(_BoxProcesses):
             done.append(part)
         return "/" + "/".join(done)
 
-    def read_file(self, path: str, *, max_bytes: int = 1 << 24) -> bytes:
+    def read_file(self, box: _Box, path: str, *, max_bytes: int) -> bytes:
         """The content of a file as the sandbox sees it.
 
         Raises:
@@ -69,12 +70,11 @@ class _Files(_BoxProcesses):
             IsADirectoryError: ``path`` is a directory.
             BackendError: the file is larger than ``max_bytes``.
         """
-        box = self._current()
         resolved, host = self._locate(box, path)
-        if self.mechanism != "none":
+        if self.setup.mechanism != "none":
             host = self._host_view(box, resolved)
             if host is None:
-                return self._read_inside(resolved, max_bytes)
+                return self._read_inside(box, resolved, max_bytes)
         assert host is not None
         with open(host, "rb") as f:
             data = f.read(max_bytes + 1)
@@ -88,7 +88,7 @@ class _Files(_BoxProcesses):
         writable = box.map_writable(sandbox_path)
         if writable is not None:
             return writable
-        for path, link in self._layout:
+        for path, link in self.setup.layout:
             if sandbox_path == path or (link is None and sandbox_path.startswith(path + "/")):
                 return Path(sandbox_path)
         return None
@@ -96,15 +96,16 @@ class _Files(_BoxProcesses):
     def _locate(self, box: _Box, path: str) -> tuple[str, Path | None]:
         """``path`` as the sandbox resolves it, and the host file behind it when it is in a
         writable dir (without isolation: the host path itself)."""
-        if self.mechanism == "none":
-            full = path if posixpath.isabs(path) else posixpath.join(self._workdir_in(box), path)
+        if self.setup.mechanism == "none":
+            full = path if posixpath.isabs(path) else posixpath.join(self.boxes.workdir_in(box), path)
             return full, Path(full)
         resolved = self._resolve(box, path)
         return resolved, box.map_writable(resolved)
 
-    def _read_inside(self, path: str, max_bytes: int) -> bytes:
+    def _read_inside(self, box: _Box, path: str, max_bytes: int) -> bytes:
         capture = Capture(max_bytes + 1)
-        result = self._exec(["/bin/cat", "--", path], timeout=30.0, max_output=max_bytes + 1, capture=capture)
+        result = self.one_offs.exec(box, ["/bin/cat", "--", path], timeout=30.0, max_output=max_bytes + 1,
+                                    capture=capture)
         if result.exit_code != 0:
             message = capture.text()
             if "No such file" in message:
@@ -116,15 +117,14 @@ class _Files(_BoxProcesses):
             raise BackendError(f"{path} is larger than max_bytes={max_bytes}; pass a larger max_bytes to read it.")
         return bytes(capture.kept)
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+    def write_file(self, box: _Box, path: str, data: bytes, *, mode: int) -> None:
         """Create or replace a file in one of the writable dirs (parents are created).
 
         Raises:
             BackendError: ``path`` is outside the writable dirs (the host root is read-only here).
         """
-        box = self._current()
         resolved, host = self._locate(box, path)
-        if self.mechanism != "none":
+        if self.setup.mechanism != "none":
             if host is None:
                 raise BackendError(
                     f"the local sandbox cannot write {path!r}" + (f" (resolves to {resolved!r})" if resolved != path
@@ -134,17 +134,17 @@ class _Files(_BoxProcesses):
         assert host is not None
         missing = [parent for parent in host.parents if not parent.exists()]
         host.parent.mkdir(parents=True, exist_ok=True)
-        if self._owner_uid is not None:  # what we create belongs to root inside
+        if self.setup.owner_uid is not None:  # what we create belongs to root inside
             for parent in missing:
-                os.lchown(parent, self._owner_uid, self._owner_uid)
+                os.lchown(parent, self.setup.owner_uid, self.setup.owner_uid)
         # Replace atomically, and never follow a symlink planted at the final name.
         tmp = host.parent / f".agentunit-gym-{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            if self._owner_uid is not None:
-                os.chown(tmp, self._owner_uid, self._owner_uid)
+            if self.setup.owner_uid is not None:
+                os.chown(tmp, self.setup.owner_uid, self.setup.owner_uid)
             os.chmod(tmp, stat.S_IMODE(mode))
             os.replace(tmp, host)
         except BaseException:

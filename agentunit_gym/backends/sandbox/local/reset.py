@@ -22,6 +22,7 @@ from agentunit_gym.backends.sandbox.local.box import (
     _SKELETON,
     _START_TIMEOUT_S,
     _Box,
+    _Boxes,
     _Shell,
 )
 from agentunit_gym.backends.sandbox.local.etc_template import (
@@ -37,25 +38,29 @@ from agentunit_gym.backends.sandbox.local.isolation import (
     WRITABLE_DIRS,
     restore_ptmx,
 )
+from agentunit_gym.backends.sandbox.local.oneoff import _OneOffs
 from agentunit_gym.backends.sandbox.local.procfs import (
     _mount_points,
     _wait_readable,
 )
-from agentunit_gym.backends.sandbox.local.shell import (
-    _AgentShell,
-)
+from agentunit_gym.backends.sandbox.local.setup import _Setup
+from agentunit_gym.backends.sandbox.local.shell import _AgentShell
 from agentunit_gym.errors import BackendTimeoutError
 
 logger = logging.getLogger("agentunit_gym")
 
 
-class _ResetInPlace(_AgentShell):
+class _InPlaceReset:
     """Reset in place: the writable dirs put back as they started, and the next episode's shell."""
 
-    def _launch_next_shell(self, box: _Box) -> None:
+    def __init__(self, setup: _Setup, boxes: _Boxes, shells: _AgentShell, one_offs: _OneOffs) -> None:
+        self.setup, self.boxes, self.shells, self.one_offs = setup, boxes, shells, one_offs
+
+    def launch_next_shell(self, box: _Box) -> None:
         """Start the next episode's shell in the background (with ``warm_spare``)."""
-        if self.warm_spare and self.mechanism != "none" and box.next_shell is None and not self._closed:
-            box.next_shell = self._in_background(self._shell_ready, box)
+        setup = self.setup
+        if setup.warm_spare and setup.mechanism != "none" and box.next_shell is None and not setup.closed:
+            box.next_shell = self.setup.in_background(self.shells.shell_ready, box)
 
     def _take_next_shell(self, box: _Box) -> _Shell | None:
         """The shell :meth:`_launch_next_shell` started, if it came up and still lives."""
@@ -66,10 +71,10 @@ class _ResetInPlace(_AgentShell):
             shell = future.result(timeout=_START_TIMEOUT_S + _KILL_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure of it means: start one now
             logger.debug("local sandbox: the next shell is unusable (%s); starting one", exc)
-            self._end_when_up(future)  # if it comes up after all
+            self.boxes.end_when_up(future)  # if it comes up after all
             return None
         if shell.proc.poll() is not None:
-            self._end_shell(shell)
+            self.boxes.end_shell(shell)
             return None
         return shell
 
@@ -77,17 +82,18 @@ class _ResetInPlace(_AgentShell):
         """What the writable dirs hold as an episode starts (the dirs themselves aside), by path
         under ``w/``, parents first: /etc's copy of the template (each of its read-only trees an
         empty dir, the mount point) and the /var, /run and /home skeleton."""
-        if self._state is None:
+        if self.setup.start_state is None:
             entries: list[_CopyEntry] = []
-            if self.mechanism != "none":
-                assert self._etc is not None
-                entries += [(f"etc/{rel}", kind, mode, payload) for rel, kind, mode, payload in _etc_copy(self._etc)]
+            if self.setup.mechanism != "none":
+                etc = self.setup.etc
+                assert etc is not None
+                entries += [(f"etc/{rel}", kind, mode, payload) for rel, kind, mode, payload in _etc_copy(etc)]
             for rel, what in _SKELETON:
                 entries.append((rel, "link", 0o777, what) if isinstance(what, str) else (rel, "dir", what, b""))
-            self._state = {entry[0]: entry for entry in entries}
-        return self._state
+            self.setup.start_state = {entry[0]: entry for entry in entries}
+        return self.setup.start_state
 
-    def _fill(self, box: _Box, kept: frozenset[str] = frozenset()) -> None:
+    def fill(self, box: _Box, kept: frozenset[str] = frozenset()) -> None:
         """Make the writable dirs hold what an episode starts with: every entry of
         :meth:`_start_state` but those in ``kept`` (found as they should be)."""
         made: list[str] = []
@@ -113,17 +119,17 @@ class _ResetInPlace(_AgentShell):
             made.append(path)
         for d in WRITABLE_DIRS:
             os.chmod(box.writable(d), _DIR_MODES.get(d, 0o755))
-        if self._owner_uid is not None:
+        if self.setup.owner_uid is not None:
             for path in made:
-                os.lchown(path, self._owner_uid, self._owner_uid)
-        if self._multi_user:  # /home/agent is agent's, as in the docker image
+                os.lchown(path, self.setup.owner_uid, self.setup.owner_uid)
+        if self.setup.multi_user:  # /home/agent is agent's, as in the docker image
             usermap.give_homes(box.writable("/etc"), box.writable("/home"))
 
-    def _recycle(self, box: _Box) -> bool:
+    def recycle(self, box: _Box) -> bool:
         """Reset ``box`` in place, as the docker supervisor resets its container: kill the
         agent's pid namespace (every process of the episode; its mount and IPC namespaces and
         its /dev/shm go with it), put the writable dirs back as they started (:meth:`_clear`,
-        :meth:`_fill`) and take the next episode's shell (started in the background, or now).
+        :meth:`fill`) and take the next episode's shell (started in the background, or now).
         The holder and the box's namespaces stay: that saves most of a reset's CPU (new
         namespaces, bubblewrap's mounts).
 
@@ -140,10 +146,10 @@ class _ResetInPlace(_AgentShell):
         Raises:
             BackendTimeoutError: the agent's processes did not die, or the new shell did not answer.
         """
-        if self.mechanism == "none" or box.tainted or not box.mounts or box.shell is None \
-                or not self._box_alive(box):
+        if self.setup.mechanism == "none" or box.tainted or not box.mounts or box.shell is None \
+                or not self.boxes.box_alive(box):
             return False
-        init = self._agent_init(box)
+        init = self.boxes.agent_init(box)
         if init is None:
             return False
         try:
@@ -163,25 +169,25 @@ class _ResetInPlace(_AgentShell):
         # reaping the next; killing them instead would orphan unshare to the host's init.
         with contextlib.suppress(subprocess.TimeoutExpired):
             box.shell.proc.wait(timeout=_SHELL_GRACE_S)
-        self._stop_shell(box)
+        self.boxes.stop_shell(box)
         assert box.ns_pid is not None
-        if _mount_points(box.ns_pid) != box.mounts or not self._box_alive(box):
+        if _mount_points(box.ns_pid) != box.mounts or not self.boxes.box_alive(box):
             return False
         restore_ptmx(box.ns_pid, *self._root_ids())
-        self._fault("reset.dirs")
-        self._fill(box, self._clear(box))
-        self._fault("reset.shell")
-        box.shell = self._take_next_shell(box) or self._shell_ready(box)
-        self._launch_next_shell(box)
+        self.setup.fault("reset.dirs")
+        self.fill(box, self._clear(box))
+        self.setup.fault("reset.shell")
+        box.shell = self._take_next_shell(box) or self.shells.shell_ready(box)
+        self.launch_next_shell(box)
         if box.respawn and box.spawner is None:  # dropped when it stalled: the box gets one again
             box.respawn = False
-            self._start_spawner(box)
+            self.one_offs.start_spawner(box)
         return True
 
     def _root_ids(self) -> tuple[int, int]:
         """The host uid and gid behind root inside the sandbox."""
-        if self._owner_uid is not None:
-            return self._owner_uid, self._owner_uid
+        if self.setup.owner_uid is not None:
+            return self.setup.owner_uid, self.setup.owner_uid
         return os.getuid(), os.getgid()
 
     def _clear(self, box: _Box) -> frozenset[str]:
@@ -198,7 +204,7 @@ class _ResetInPlace(_AgentShell):
             The paths (under ``w/``) that stay: :meth:`_fill` makes the rest.
         """
         state = self._start_state()
-        mounts = {f"etc/{rel}" for rel, _ in self._etc_read_only()} if self.mechanism != "none" else set()
+        mounts = {f"etc/{rel}" for rel, _ in self.boxes.etc_read_only()} if self.setup.mechanism != "none" else set()
         on_the_way: set[str] = set()
         for path in mounts:
             parent = posixpath.dirname(path)
@@ -256,9 +262,9 @@ class _ResetInPlace(_AgentShell):
             _drop_xattrs(host)  # a default ACL would shape the next episode's files
             clear(str(host), d.lstrip("/"))
         if trash is not None:
-            if self._disk_bounded:  # the space is back when reset returns (one tmpfs per box)
+            if self.setup.disk_bounded:  # the space is back when reset returns (one tmpfs per box)
                 _rmtree(trash, mounts=False)
             else:
-                self._in_background(functools.partial(_rmtree, trash, mounts=False))
+                self.setup.in_background(functools.partial(_rmtree, trash, mounts=False))
         return frozenset(kept)
 

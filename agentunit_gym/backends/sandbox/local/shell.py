@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
-import selectors
+import select
 import signal
 import subprocess
 import termios
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from agentunit_gym.backends.sandbox.base import ExecResult
@@ -23,10 +24,11 @@ from agentunit_gym.backends.sandbox.local.box import (
     _SHELL_GRACE_S,
     _START_TIMEOUT_S,
     _Box,
+    _Boxes,
     _result,
     _Shell,
+    died_error,
 )
-from agentunit_gym.backends.sandbox.local.files import _Files
 from agentunit_gym.backends.sandbox.local.hostfs import (
     _read_small_file,
 )
@@ -45,22 +47,14 @@ from agentunit_gym.backends.sandbox.local.procfs import (
     _read_proc_stat,
     _scan_processes,
 )
-from agentunit_gym.errors import BackendTimeoutError, ConfigError
+from agentunit_gym.backends.sandbox.local.setup import _Setup
+from agentunit_gym.errors import BackendTimeoutError
+from agentunit_gym.images.os.shell_driver import ShellDriver
 from agentunit_gym.images.os.shell_protocol import (
-    EXITED_NOTE,
-    NESTED_KILLED_NOTE,
-    RESTARTED_NOTE,
-    SHELL_SETUP,
-    Capture,
     Level,
     at_pids_limit,
     flush_terminal_input,
-    interactive_shell,
     is_flood,
-    new_nonce,
-    runaway_note,
-    settle,
-    waiting_nonces,
 )
 
 USER_SWITCH_NOTE = ("\n[the local sandbox maps one user only (root): su, runuser and setpriv cannot switch to "
@@ -98,25 +92,29 @@ done
 """
 
 
-class _AgentShell(_Files):
-    """The agent's persistent shell: the driver, sentinels, shells that nest, timeouts and runaways."""
+class _AgentShell:
+    """The agent's persistent shell in a box: starting it, its commands (through the shared
+    :class:`~agentunit_gym.images.os.shell_driver.ShellDriver`, on a :class:`_LocalTerminal`),
+    replacing it, and what its commands left running."""
 
-    def _shell_ready(self, box: _Box) -> _Shell:
+    def __init__(self, setup: _Setup, boxes: _Boxes) -> None:
+        self.setup, self.boxes = setup, boxes
+
+    def shell_ready(self, box: _Box) -> _Shell:
         """A new agent's shell for ``box`` that has answered once, so the first command of the
         episode does not pay bash's start-up."""
         shell = self._start_shell(box)
         try:
-            self._send(shell, "true")
-            if self._read_sentinel(shell, {shell.nonce}, Capture(0), time.monotonic() + _START_TIMEOUT_S) is None:
+            if shell.driver.roundtrip("true", _START_TIMEOUT_S) is None:
                 raise BackendTimeoutError(f"the local sandbox's shell did not answer within {_START_TIMEOUT_S:g} s.")
         except BaseException:
-            self._end_shell(shell)
+            self.boxes.end_shell(shell)
             raise
         return shell
 
     def _start_shell(self, box: _Box) -> _Shell:
-        if self.mechanism == "none":
-            os.makedirs(self._workdir_in(box), exist_ok=True)
+        if self.setup.mechanism == "none":
+            os.makedirs(self.boxes.workdir_in(box), exist_ok=True)
         master, slave = os.openpty()
         slave_name = os.ttyname(slave)
         control_read, control_write = os.pipe()
@@ -126,11 +124,11 @@ class _AgentShell(_Files):
             attrs[3] &= ~(termios.ECHO | termios.ICANON)
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
             shell = ["/bin/bash", "--noprofile", "--norc", "-i", "-c", _DRIVER, "bash",
-                     self._workdir_in(box), self._jobs_file(box), str(control_read)]
+                     self.boxes.workdir_in(box), self.boxes.jobs_file(box), str(control_read)]
             # The terminal is the interactive bash's controlling terminal, so it gets real job
             # control (and reports like the docker shell): unisolated, from the start (_spawn's
             # `tty`); in a sandbox the agent's PID 1 takes it (`setsid --ctty`, below).
-            if self.mechanism != "none":
+            if self.setup.mechanism != "none":
                 # The shell is PID 1 of a pid namespace of its own, with its own /proc: the agent
                 # sees its shell and what it starts (and run()'s commands, which join it), not
                 # the box's holder processes: the view of `docker run IMAGE bash`. Its mount and
@@ -141,15 +139,15 @@ class _AgentShell(_Files):
                 # waits for that pid, which the dying PID 1 itself holds): its box would stay
                 # on the host, unkillable.
                 shell = [tool_path("setsid", "/usr/bin/setsid"), "--ctty", *shell]
-                inside = bwrap_agent_argv() if self.mechanism == "bwrap" else None
+                inside = bwrap_agent_argv() if self.setup.mechanism == "bwrap" else None
                 if inside is not None:
                     shell = [*inside, *shell]
                 else:
                     shell = [tool_path("unshare", "/usr/bin/unshare"), "--pid", "--fork", "--mount-proc", "--ipc",
                              "--kill-child", "--", "/bin/sh", "-c", _AGENT_INIT, "sh", *agent_caps_argv(), *shell]
-            proc = self._spawn(self._enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave, stderr=slave,
-                               in_sandbox=True, pass_fds=(control_read,),
-                               tty=slave_name if self.mechanism == "none" else None)
+            proc = self.boxes.spawn(self.boxes.enter_argv(box, shell, new_shell=True), stdin=slave, stdout=slave,
+                                    stderr=slave, in_sandbox=True, pass_fds=(control_read,),
+                                    tty=slave_name if self.setup.mechanism == "none" else None)
         except BaseException:
             os.close(master)
             os.close(control_write)
@@ -158,129 +156,57 @@ class _AgentShell(_Files):
             os.close(slave)
             os.close(control_read)
         os.set_blocking(master, False)
-        return _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name,
-                      levels=[Level(proc.pid, "driver")], depth=3 if self.mechanism != "none" else 1)
+        made = _Shell(proc, os.fdopen(control_write, "wb"), master, os.pidfd_open(proc.pid), slave=slave_name,
+                      depth=3 if self.setup.mechanism != "none" else 1)
+        made.driver = ShellDriver(_LocalTerminal(self, box, made), Level(proc.pid, "driver"))
+        return made
 
     # ------------------------------------------------------------------ the agent's shell
 
-    def shell(self, command: str, *, timeout: float = 30.0, max_output: int = 1 << 20) -> ExecResult:
-        """Run ``command`` in the agent's persistent bash.
-
-        On timeout the process groups the command started are killed (background jobs of
-        earlier commands are spared) and the shell stays usable; if the shell itself is
-        stuck (a loop of builtins), it is replaced by a new one and the output says so.
-
-        Raises:
-            BackendError: the sandbox died (call ``reset()``).
-        """
-        if timeout <= 0 or max_output < 0:
-            raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
-        self.start()  # the cgroup exists from here on
-        oom_kills = self._cgroup.oom_kills() if self._cgroup is not None else -1
-        result = self._shell(command, timeout, max_output)
-        if oom_kills >= 0 and self._cgroup is not None and self._cgroup.oom_kills() > oom_kills:
-            result = add_memory_note(result, self.limits)
-        if result.exit_code not in (0, None) and self.mechanism != "none" and not self._multi_user \
+    def shell(self, box: _Box, command: str, *, timeout: float, max_output: int) -> ExecResult:
+        """Run ``command`` in the agent's persistent bash (see :meth:`LocalSandbox.shell`), with
+        the notes of the memory limit and of a user switch this sandbox cannot make."""
+        cgroup = self.setup.cgroup
+        oom_kills = cgroup.oom_kills() if cgroup is not None else -1
+        result = self._shell(box, command, timeout, max_output)
+        if oom_kills >= 0 and cgroup is not None and cgroup.oom_kills() > oom_kills:
+            result = add_memory_note(result, self.setup.limits)
+        if result.exit_code not in (0, None) and self.setup.mechanism != "none" and not self.setup.multi_user \
                 and any(message in result.output for message in _USER_SWITCH_FAILURES):
             result = dataclasses.replace(result, output=result.output + USER_SWITCH_NOTE)
         return result
 
-    def _shell(self, command: str, timeout: float, max_output: int) -> ExecResult:
-        box = self._current()
+    def _shell(self, box: _Box, command: str, timeout: float, max_output: int) -> ExecResult:
         shell = box.shell
         if shell is None:
-            raise self._died_error()
+            raise died_error()
         started = time.monotonic()
-        capture = Capture(max_output)
-        if shell.pending:
-            capture.feed(bytes(shell.pending))
-            shell.pending.clear()
-        # What was there when the last command was settled: processes forked since by its
-        # background jobs count as new too, so a bomb that started slowly is caught later.
-        before = shell.settled if shell.settled is not None else self._ns_pids(box)
-        try:
-            if len(shell.levels) > 1:
-                nonce = self._send_tty(shell, command, started + timeout)
-            else:
-                self._send(shell, command)
-                nonce = shell.nonce
-        except OSError:  # broken pipe: the shell is gone
-            shell.eof = True
-            return self._shell_died(box, capture, started, timed_out=False)
-        rejected: set[int] = set()
-        hit: list[tuple[int, str]] = []
-        while True:
-            hit.clear()
-            status = self._read_sentinel(shell, {nonce, *waiting_nonces(shell.levels)}, capture, started + timeout,
-                                         watch=lambda: self._new_shell(box, shell, rejected, hit))
-            if status is not None or not hit:
-                break
-            entered = self._enter_nested(shell, nonce, capture, hit[0], started + timeout)
-            if entered is True:  # the new shell took over; the command runs on below it
-                self._contain_runaways(box, before, capture)
-                shell.settled = self._ns_pids(box)
-                return _result(capture, 0, False, started)
-            if entered is not None:
-                status = entered
-                break
-            rejected.add(hit[0][0])
-        if status is not None:
-            self._settle(shell, status)
-            self._contain_runaways(box, before, capture)
-            shell.settled = self._ns_pids(box)
-            return _result(capture, status, False, started)
-        if shell.eof:
-            return self._shell_died(box, capture, started, timed_out=False)
-        if len(shell.levels) > 1 and self._stop_nested(box, shell, capture, nonce):
-            self._contain_runaways(box, before, capture)
-            shell.settled = self._ns_pids(box)
-            return _result(capture, None, True, started)
-        # Timed out: kill what the command started, then let the shell report back.
-        self._kill_command_groups(box, shell, before)
-        status = self._read_sentinel(shell, {shell.nonce}, capture, time.monotonic() + _SHELL_GRACE_S)
-        del shell.levels[1:]
-        if status is None:
-            if shell.eof:
-                return self._shell_died(box, capture, started, timed_out=True)
-            self._stop_shell(box)
-            self._kill_command_groups(box, shell, before)  # what the loop had started meanwhile
-            if not self._box_alive(box):
-                raise self._died_error()
-            box.shell = self._shell_ready(box)  # answered: its namespaces are whole before a one-off joins them
-            capture.note(RESTARTED_NOTE.rstrip("\n"))
-        else:
-            self._contain_runaways(box, before, capture)
-            shell.settled = self._ns_pids(box)
-        return _result(capture, None, True, started)
-
-    @staticmethod
-    def _discard_pending(shell: _Shell) -> None:
-        """Drop output waiting on the terminal (it would open the next command's output)."""
-        shell.pending.clear()
-        deadline = time.monotonic() + 0.2
-        with selectors.DefaultSelector() as sel:
-            sel.register(shell.fd, selectors.EVENT_READ)
-            while time.monotonic() < deadline and sel.select(0.02):
-                try:
-                    if not os.read(shell.fd, _CHUNK):
-                        return
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    return
+        report = shell.driver.run(command, timeout, max_output)
+        if report.ended is not None:
+            # The agent ended its shell (``exit 3``, ``exec true``: the driver reports its status),
+            # or it is stuck: a new one, as the docker sandbox does, if the box lives on.
+            alive = report.ended == "stuck" or report.shell_exit is not None
+            self.boxes.stop_shell(box)
+            if report.ended == "stuck":
+                self._kill_command_groups(box, shell, set(report.before))  # what the loop had started meanwhile
+            if not alive or not self.boxes.box_alive(box):
+                raise died_error()
+            box.shell = self.shell_ready(box)  # answered: its namespaces are whole before a one-off joins them
+        return _result(report.capture, report.exit_code, report.timed_out, started)
 
     def _ns_pids(self, box: _Box) -> set[int]:
         """The pids of the box's pid namespace, as its own /proc lists them (empty when unisolated)."""
-        if self.mechanism == "none" or box.ns_pid is None:
+        if self.setup.mechanism == "none" or box.ns_pid is None:
             return set()
         try:
-            view = self._agent_init(box) or box.ns_pid
+            view = self.boxes.agent_init(box) or box.ns_pid
             return {int(entry) for entry in os.listdir(f"/proc/{view}/root/proc") if entry.isdigit()}
         except OSError:
             return set()
 
-    def _contain_runaways(self, box: _Box, before: set[int], capture: Capture) -> None:
-        """Kill what the last command left running when it is a flood (``runaway_budget``).
+    def _contain_runaways(self, box: _Box, before: set[int]) -> int:
+        """Kill what the last command left running when it is a flood (``runaway_budget``);
+        returns how many processes were killed.
 
         What the command left (processes of the box's pid namespace not in ``before``) is
         judged by the shared heuristic (:func:`~agentunit_gym.images.os.shell_protocol.is_flood`);
@@ -290,36 +216,36 @@ class _AgentShell(_Files):
         earlier command left (a bomb judged still then may fill the limit later): then
         everything but our shells is killed.
         """
-        if self.mechanism == "none" or not before:
-            return
+        if self.setup.mechanism == "none" or not before:
+            return 0
         # A fork the pids limit refused since the last look (one-off commands count their own)
         # makes what this command left a flood, whatever the count says.
-        seen = self._pids_refused_seen
-        refused = (lambda: self._refused_forks() - seen) if seen >= 0 else None
-        if not at_pids_limit(len(self._ns_pids(box)), self.pids_limit) and not is_flood(
-                lambda: len(self._ns_pids(box) - before), len(before), self.runaway_budget, self.pids_limit,
+        seen = self.setup.pids_refused_seen
+        refused = (lambda: self.refused_forks() - seen) if seen >= 0 else None
+        if not at_pids_limit(len(self._ns_pids(box)), self.setup.pids_limit) and not is_flood(
+                lambda: len(self._ns_pids(box) - before), len(before), self.setup.runaway_budget, self.setup.pids_limit,
                 throttled=self._throttled_reader(), refused=refused):
-            self._pids_refused_seen = self._refused_forks()
-            return
+            self.setup.pids_refused_seen = self.refused_forks()
+            return 0
         killed = self._kill_flood(box, before)
-        if at_pids_limit(len(self._ns_pids(box)), self.pids_limit):
+        if at_pids_limit(len(self._ns_pids(box)), self.setup.pids_limit):
             killed += self._kill_flood(box, self._shell_inner_pids(box))
-        capture.note(runaway_note(killed, self.runaway_budget))
+        return killed
 
     def _kill_flood(self, box: _Box, spare: set[int]) -> int:
         """Kill every process of the agent's namespace whose pid there is not in ``spare``, with
         its group, in rounds until none is left; returns how many were killed."""
         assert box.ns_pid is not None
         try:
-            ns = os.stat(f"/proc/{self._agent_init(box) or box.ns_pid}/ns/pid").st_ino
+            ns = os.stat(f"/proc/{self.boxes.agent_init(box) or box.ns_pid}/ns/pid").st_ino
         except OSError:
             return 0
         shell_group = box.shell.sid if box.shell is not None else -1
         # Never a group of ours: nsenter's, the ones below it, the agent's PID 1's (the
         # driver's bash: a command substitution forks in its group), a nested shell's (it
         # leads one). What is in those groups is killed one by one.
-        spared_groups = {shell_group, *_children_ints(shell_group), self._agent_init(box) or -1,
-                         *(level.pid for level in (box.shell.levels if box.shell is not None else ()))}
+        spared_groups = {shell_group, *_children_ints(shell_group), self.boxes.agent_init(box) or -1,
+                         *(level.pid for level in (box.shell.driver.levels if box.shell is not None else ()))}
         killed: set[int] = set()
         end = time.monotonic() + _KILL_TIMEOUT_S
         while time.monotonic() < end:
@@ -338,16 +264,16 @@ class _AgentShell(_Files):
                 killed.add(pid)
             time.sleep(0.002)
         if box.shell is not None:  # what the killed processes printed ("fork: retry: ...") is noise now
-            self._discard_pending(box.shell)
-        self._pids_refused_seen = self._refused_forks()  # the bomb's last forks, refused while it died
+            box.shell.driver.discard_pending()
+        self.setup.pids_refused_seen = self.refused_forks()  # the bomb's last forks, refused while it died
         return len(killed)
 
     def _shell_inner_pids(self, box: _Box) -> set[int]:
         """The agent namespace's pids of our shells: its init (the driver's bash), the nested
         shells and what is between them (``su``)."""
-        init = self._agent_init(box)
+        init = self.boxes.agent_init(box)
         kept = {1}
-        for level in box.shell.levels[1:] if box.shell is not None else ():
+        for level in box.shell.driver.levels[1:] if box.shell is not None else ():
             pid = level.pid
             while pid > 1 and pid != init:
                 inner = _inner_pid(pid)
@@ -358,211 +284,21 @@ class _AgentShell(_Files):
                 pid = int(fields[1])
         return kept
 
-    def _clear_full_box(self, box: _Box) -> None:
+    def clear_full_box(self, box: _Box) -> None:
         """Before a one-off command: a box left at its pids limit by the agent could not run
         it, so the flood is killed first (silently: the command's output is the caller's)."""
-        if box.shell is not None and self._cgroup is not None and self.mechanism != "none" \
-                and at_pids_limit(len(self._ns_pids(box)), self.pids_limit):
+        if box.shell is not None and self.setup.cgroup is not None and self.setup.mechanism != "none" \
+                and at_pids_limit(len(self._ns_pids(box)), self.setup.pids_limit):
             self._kill_flood(box, self._shell_inner_pids(box))
-
-    def _exec(self, argv: Sequence[str], *, timeout: float, max_output: int,
-              capture: Capture | None = None) -> ExecResult:
-        """A one-off command (``run()``, the file helpers), after clearing a box the agent left
-        full; the forks the pids limit refuses it are its own, not the agent shell's flood."""
-        self._clear_full_box(self._current())
-        try:
-            return super()._exec(argv, timeout=timeout, max_output=max_output, capture=capture)
-        finally:
-            if self._cgroup is not None:
-                self._pids_refused_seen = self._refused_forks()
 
     def _throttled_reader(self) -> Callable[[], int] | None:
         """The box's count of CPU-throttled periods, when its cgroup limits the CPU."""
-        cgroup = self._cgroup
+        cgroup = self.setup.cgroup
         return cgroup.cpu_throttled if cgroup is not None and cgroup.cpu_throttled() >= 0 else None
 
-    def _refused_forks(self) -> int:
+    def refused_forks(self) -> int:
         """Forks the box's pids limit has refused so far (-1: no pids cgroup here)."""
-        return self._cgroup.pids_refused() if self._cgroup is not None else -1
-
-    @staticmethod
-    def _send(shell: _Shell, command: str) -> None:
-        """Send one command to the driver, under a fresh nonce (``shell.nonce``)."""
-        shell.nonce = new_nonce()
-        shell.stdin.write(shell.nonce.encode() + b"\n" + command.replace("\0", "").encode("utf-8", "surrogateescape")
-                          + b"\0")
-        shell.stdin.flush()
-
-    def _read_sentinel(self, shell: _Shell, accept: set[str], capture: Capture, deadline: float,
-                       watch: Callable[[], bool] | None = None) -> int | None:
-        """Read the shell's output into ``capture`` until the sentinel of one of the nonces in
-        ``accept`` (it is then ``shell.found``); its exit status, or None (deadline passed; the
-        shell exited: then ``shell.eof`` is set; or ``watch``, called when the terminal is
-        quiet, returned True). What follows the sentinel waits in ``shell.pending``."""
-        capture.expect(accept)
-        quiet = 0.02 if watch is not None else None
-        with selectors.DefaultSelector() as sel:
-            sel.register(shell.fd, selectors.EVENT_READ)
-            # Background jobs may hold the terminal open after the shell is gone, so the
-            # shell's end is watched on its pidfd, not on the terminal.
-            sel.register(shell.exit_fd, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    capture.finish()
-                    return None
-                events = sel.select(left if quiet is None else min(left, quiet))
-                if not events:
-                    if watch is not None and watch():
-                        capture.finish()
-                        return None
-                    continue
-                chunk = b""
-                with contextlib.suppress(BlockingIOError):
-                    try:
-                        chunk = os.read(shell.fd, _CHUNK)
-                    except OSError:  # EIO: nothing holds the terminal any more
-                        chunk = b""
-                if not chunk:
-                    if any(key.fd == shell.exit_fd for key, _ in events) or shell.proc.poll() is not None:
-                        capture.finish()
-                        shell.eof = True
-                        return None
-                    continue
-                capture.feed(chunk)
-                if capture.found is not None:
-                    shell.pending += capture.after
-                    shell.found = capture.found_nonce
-                    return capture.found
-
-    # ------------------------------------------------------------------ shells that nest
-
-    def _new_shell(self, box: _Box, shell: _Shell, rejected: set[int], hit: list[tuple[int, str]]) -> bool:
-        """True (and the shell in ``hit``) when a shell that is not one of ours yet waits at the
-        terminal, seen so twice in a row (20 ms apart)."""
-        try:
-            group = os.tcgetpgrp(shell.fd)
-        except OSError:
-            return False
-        known = {self._agent_init(box), *(level.pid for level in shell.levels), *rejected}
-        name = None if group in known else interactive_shell(group)  # a shell leads its own group
-        if name is None:
-            hit.clear()
-            return False
-        if hit and hit[0][0] == group:
-            return True
-        hit[:] = [(group, name)]
-        return False
-
-    @staticmethod
-    def _send_tty(shell: _Shell, command: str, deadline: float) -> str:
-        """Write ``command`` to the terminal for the top nested shell; returns its nonce."""
-        nonce = new_nonce()
-        data = shell.levels[-1].line(command, nonce).encode("utf-8", "surrogateescape")
-        with selectors.DefaultSelector() as sel:
-            sel.register(shell.fd, selectors.EVENT_WRITE)
-            while data:
-                try:
-                    data = data[os.write(shell.fd, data):]
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise OSError("the terminal does not take input") from None
-                    sel.select(0.05)
-        return nonce
-
-    @staticmethod
-    def _settle(shell: _Shell, status: int) -> None:
-        """After a sentinel: if it was a lower shell's line, the shells above it have exited."""
-        settle(shell.levels, shell.found, status)
-
-    def _enter_nested(self, shell: _Shell, nonce: str, capture: Capture, hit: tuple[int, str],
-                      deadline: float) -> bool | int | None:
-        """Make the shell in ``hit`` the top one and set it up: True when it answered, the
-        status when the command's own line reported meanwhile, None when it took no commands."""
-        capture.drop_partial_line()  # its first prompt
-        shell.levels[-1].waiting = nonce
-        shell.levels.append(Level(*hit))
-        try:
-            setup = self._send_tty(shell, SHELL_SETUP, deadline)
-        except OSError:
-            setup = ""
-        status = self._read_sentinel(shell, {setup, *waiting_nonces(shell.levels)} - {""}, Capture(0),
-                                     max(time.monotonic() + 1.0, min(time.monotonic() + 5.0, deadline)))
-        if status is not None and shell.found == setup:
-            return True
-        shell.levels.pop()
-        shell.levels[-1].waiting = None
-        if status is not None and shell.found == nonce:
-            return status
-        flush_terminal_input(shell.slave)
-        return None
-
-    def _stop_nested(self, box: _Box, shell: _Shell, capture: Capture, nonce: str) -> bool:
-        """After a timeout in a nested shell: stop what hangs and get a shell that answers.
-
-        The foreground job is killed (the nested shell then reports); a shell busy itself gets
-        Ctrl-C (SIGINT) and an empty command; one that still does not answer is killed, and the
-        shell below it (whose line started it) reports. False: the driver's shell must be dealt
-        with as for any timeout."""
-        ours = {self._agent_init(box), *(level.pid for level in shell.levels[1:])}
-        with contextlib.suppress(OSError):
-            group = os.tcgetpgrp(shell.fd)
-            if group not in ours and group > 1:
-                os.killpg(group, signal.SIGKILL)
-                status = self._read_sentinel(shell, {nonce, *waiting_nonces(shell.levels)}, capture,
-                                             time.monotonic() + 0.5)
-                if status is not None:
-                    self._settle(shell, status)
-                    return True
-        while len(shell.levels) > 1:
-            top = shell.levels[-1]
-            for _ in range(3):
-                with contextlib.suppress(OSError):
-                    group = os.tcgetpgrp(shell.fd)
-                    if group not in ours and group > 1:
-                        os.killpg(group, signal.SIGINT)
-                with contextlib.suppress(OSError):
-                    os.kill(top.pid, signal.SIGINT)
-                time.sleep(0.05)
-                try:
-                    resync = self._send_tty(shell, ":", time.monotonic() + 1.0)
-                except OSError:
-                    break
-                if self._read_sentinel(shell, {resync, *waiting_nonces(shell.levels)}, Capture(0),
-                                       time.monotonic() + 1.0) is not None:
-                    self._settle(shell, 0)
-                    return True
-            capture.note(NESTED_KILLED_NOTE)
-            for kill in (os.killpg, os.kill):
-                with contextlib.suppress(OSError):
-                    kill(top.pid, signal.SIGKILL)
-            shell.levels.pop()
-            flush_terminal_input(shell.slave)  # the resync lines it never read
-            below = shell.levels[-1].waiting
-            if below is None:
-                return False
-            status = self._read_sentinel(shell, {below}, Capture(0), time.monotonic() + 1.0)
-            if status is not None:
-                self._settle(shell, status)
-                return True
-        return False
-
-    def _shell_died(self, box: _Box, capture: Capture, started: float, *, timed_out: bool) -> ExecResult:
-        shell = box.shell
-        assert shell is not None
-        try:
-            code: int | None = shell.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            code = None
-        if code is not None and self._box_alive(box):
-            # The agent ended its shell (``exit 3``, ``exec true``): report its status and give it
-            # a new one, as the docker sandbox does (the interactive bash already printed "exit").
-            self._stop_shell(box)
-            box.shell = self._shell_ready(box)  # answered: its namespaces are whole before a one-off joins them
-            capture.note(EXITED_NOTE)
-            return _result(capture, None if timed_out else code, timed_out, started)
-        self._stop_shell(box)
-        raise self._died_error()
+        return self.setup.cgroup.pids_refused() if self.setup.cgroup is not None else -1
 
     def _kill_command_groups(self, box: _Box, shell: _Shell, before: set[int]) -> None:
         """Kill every process group of the shell's session that is not the shell's own or an
@@ -571,14 +307,14 @@ class _AgentShell(_Files):
         under load the command may time out before the shell has even written its jobs file)."""
         # The agent's PID 1, its bash, leads the session (unisolated: the bash we started;
         # none: the shell is gone, and its pid namespace with it).
-        sid = (self._agent_init(box) or -1) if self.mechanism != "none" else shell.sid
+        sid = (self.boxes.agent_init(box) or -1) if self.setup.mechanism != "none" else shell.sid
         # The interactive bash leads a process group of its own, and so do the processes
         # above it (nsenter, bwrap or unshare): spare them too (unisolated, the bash only:
         # its children are the jobs).
         spared = {sid, *shell.chain()}
         earlier: set[int] = set()
-        jobs_file = self._jobs_file(box)
-        jobs_host = Path(jobs_file) if self.mechanism == "none" else box.map_writable(jobs_file)
+        jobs_file = self.boxes.jobs_file(box)
+        jobs_host = Path(jobs_file) if self.setup.mechanism == "none" else box.map_writable(jobs_file)
         with contextlib.suppress(OSError, ValueError):
             if jobs_host is not None:
                 earlier = {int(x) for x in _read_small_file(jobs_host).split()}
@@ -588,7 +324,7 @@ class _AgentShell(_Files):
             for pid, (pgrp, session) in _scan_processes():
                 if session != sid or pgrp in spared or pgrp <= 1:  # 0: an exiting process
                     continue
-                ns_pgid = _ns_pgid(pid) if self.mechanism != "none" else pgrp
+                ns_pgid = _ns_pgid(pid) if self.setup.mechanism != "none" else pgrp
                 if ns_pgid not in earlier and ns_pgid not in before:
                     groups.add(pgrp)
             if not groups:
@@ -599,3 +335,87 @@ class _AgentShell(_Files):
             time.sleep(0.005)  # a fork bomb may still be forking: look again
 
 
+
+
+class _LocalTerminal:
+    """How the shared :class:`~agentunit_gym.images.os.shell_driver.ShellDriver` reaches one
+    local shell: commands for the outermost shell go to the driver loop's pipe (``_DRIVER``),
+    lines for nested shells to the terminal; processes are the box's pid namespace."""
+
+    grace_s = _SHELL_GRACE_S
+
+    def __init__(self, shells: _AgentShell, box: _Box, shell: _Shell) -> None:
+        self.shells, self.box, self.shell = shells, box, shell
+        self.runaway_budget = shells.setup.runaway_budget
+        self.pipe: _LocalTerminal | None = self  # its own OuterPipe: the driver loop's pipe
+
+    def send(self, command: str, nonce: str) -> None:
+        self.shell.stdin.write(nonce.encode() + b"\n" + command.replace("\0", "").encode("utf-8", "surrogateescape")
+                               + b"\0")
+        self.shell.stdin.flush()
+
+    def write_terminal(self, data: bytes, deadline: float) -> None:
+        poller = select.poll()
+        poller.register(self.shell.fd, select.POLLOUT)
+        while data:
+            try:
+                data = data[os.write(self.shell.fd, data):]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OSError("the terminal does not take input") from None
+                poller.poll(50)
+
+    def read(self, wait: float) -> bytes | None:
+        shell = self.shell
+        poller = select.poll()
+        # Background jobs may hold the terminal open after the shell is gone, so the shell's
+        # end is watched on its pidfd, not on the terminal.
+        poller.register(shell.fd, select.POLLIN)
+        poller.register(shell.exit_fd, select.POLLIN)
+        events = poller.poll(max(0, math.ceil(wait * 1000)))
+        if not events:
+            return None
+        chunk = b""
+        with contextlib.suppress(BlockingIOError):
+            try:
+                chunk = os.read(shell.fd, _CHUNK)
+            except OSError:  # EIO: nothing holds the terminal any more
+                chunk = b""
+        if chunk:
+            return chunk
+        if any(fd == shell.exit_fd for fd, _ in events) or shell.proc.poll() is not None:
+            shell.eof = True
+            return b""
+        return None
+
+    def foreground_group(self) -> int | None:
+        try:
+            return os.tcgetpgrp(self.shell.fd)
+        except OSError:
+            return None
+
+    def ours(self) -> set[int]:
+        init = self.shells.boxes.agent_init(self.box)
+        return set() if init is None else {init}
+
+    def kill(self, pid: int, sig: int, *, group: bool) -> None:
+        with contextlib.suppress(OSError):
+            (os.killpg if group else os.kill)(pid, sig)
+
+    def flush_input(self) -> None:
+        flush_terminal_input(self.shell.slave)
+
+    def stop(self, before: set[int]) -> None:
+        self.shells._kill_command_groups(self.box, self.shell, before)
+
+    def processes(self) -> set[int]:
+        return self.shells._ns_pids(self.box)
+
+    def contain_runaways(self, before: set[int], levels: list[Level]) -> int:
+        return self.shells._contain_runaways(self.box, before)
+
+    def exit_status(self) -> int | None:
+        try:
+            return self.shell.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return None
