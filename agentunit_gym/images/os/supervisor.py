@@ -505,7 +505,9 @@ class Shell:
                 pid = int(fields[1]) if fields else 0
         return spared
 
-    def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
+    def run(self, command: str, timeout: float, limit: int, watch: bool = True) -> dict[str, Any]:
+        """``watch``: judge what the command leaves running (a flood is killed); False for the
+        task's own start script (trusted, as the one-offs are: not watched)."""
         started = time.monotonic()
         deadline = started + timeout
         # What was there when the last command was settled: processes forked since by its
@@ -546,7 +548,7 @@ class Shell:
         if restarted:
             cap.note(RESTARTED_NOTE if timed_out else EXITED_NOTE)
         if not restarted:
-            killed = contain_runaways(before, self.spared(), refusals)
+            killed = contain_runaways(before, self.spared(), refusals) if watch else 0
             self.settled = set(other_pids())
             if killed:
                 self._discard_pending()  # what the killed processes printed ("fork: retry: ...")
@@ -734,7 +736,7 @@ class Supervisor:
         if op == "shell":
             if self.shell is None:
                 return {"error": "no shell: the last reset failed"}
-            result = self.shell.run(req["cmd"], float(req["timeout"]), int(req["max"]))
+            result = self.shell.run(req["cmd"], float(req["timeout"]), int(req["max"]), watch=not req.get("setup"))
             if result["restarted"]:
                 self.shell.close()
                 self.shell = Shell()

@@ -17,6 +17,7 @@ from typing import Literal
 
 from agentunit_gym.backends import process
 from agentunit_gym.backends.sandbox import usermap
+from agentunit_gym.backends.sandbox.base import ExecResult
 from agentunit_gym.backends.sandbox.limits import Limits, resolve_limits
 from agentunit_gym.backends.sandbox.local import box_tmpfs, cgroup
 from agentunit_gym.backends.sandbox.local.box import (
@@ -291,6 +292,15 @@ class LocalSandbox(_WarmSpare):
                                else "no `prlimit` (util-linux) to set RLIMIT_NPROC")
         self._box = self._take_spare() or self._make_box()
         self._launch_next_shell(self._box)
+
+    def shell_setup(self, command: str, *, timeout: float = 30.0, max_output: int = 1 << 20) -> ExecResult:
+        """As :meth:`shell`, for the task's start script: what it leaves is not watched
+        (:meth:`Sandbox.shell_setup <agentunit_gym.backends.sandbox.base.Sandbox.shell_setup>`)."""
+        self._setup_command = True
+        try:
+            return self.shell(command, timeout=timeout, max_output=max_output)
+        finally:
+            self._setup_command = False
 
     def reset(self) -> None:
         """Kill every process of the episode, discard what it wrote, and start a new shell.

@@ -101,6 +101,9 @@ done
 class _AgentShell(_Files):
     """The agent's persistent shell: the driver, sentinels, shells that nest, timeouts and runaways."""
 
+    _setup_command = False
+    """True while the task's start script runs (``LocalSandbox.shell_setup``): what it leaves is not watched."""
+
     def _shell_ready(self, box: _Box) -> _Shell:
         """A new agent's shell for ``box`` that has answered once, so the first command of the
         episode does not pay bash's start-up."""
@@ -290,7 +293,7 @@ class _AgentShell(_Files):
         earlier command left (a bomb judged still then may fill the limit later): then
         everything but our shells is killed.
         """
-        if self.mechanism == "none" or not before:
+        if self.mechanism == "none" or not before or self._setup_command:
             return
         # A fork the pids limit refused since the last look (one-off commands count their own)
         # makes what this command left a flood, whatever the count says.
