@@ -40,7 +40,7 @@ from typing import Any
 import gymnasium as gym
 from timing import summary, write_result
 
-import agentunit_gym  # noqa: F401 - registers the env ids
+import agentunit_gym  # registers the env ids
 from agentunit_gym.backends import process
 from agentunit_gym.backends.images import ensure_image
 from agentunit_gym.core.registry import get_domain
@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         row["naive_ratio"] = row["episodes_per_s"] / naive["episodes_per_s"]
     markdown = table(rows, naive)
     write_result({
-        "benchmark": "os_gym", "commit": commit, "started": started,
+        "benchmark": "os_gym", "commit": commit, "package": str(Path(agentunit_gym.__file__).parent),
+        "started": started,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "load_before": load_before, "load_after": os.getloadavg(),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
