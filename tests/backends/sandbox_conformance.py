@@ -566,6 +566,21 @@ class SandboxConformance:
         assert sandbox.shell("sleep 0.5; echo ok").output.endswith("ok\n")
         assert count_procs(sandbox, "sleep") == 5
 
+    def test_the_start_script_is_not_watched_for_a_flood(self, sandbox_kind: str) -> None:
+        # Past the budget from the task's start script (shell_setup): left running, as a one-off
+        # command's would be. The same from the agent's command is a flood, and what the start
+        # script left is not counted in it.
+        options: dict[str, Any] = {"pool_size": 0} if sandbox_kind == "docker" else {"warm_spare": False}
+        with make_sandbox(sandbox_kind, runaway_budget=4, **options) as sandbox:
+            started = sandbox.shell_setup("for i in 1 2 3 4 5 6; do sleep 30$i & done; disown -a; echo started")
+            assert started.output.endswith("started\n") and "killed" not in started.output, started
+            assert count_procs(sandbox, "sleep") == 6
+            assert sandbox.shell("echo ok").output == "ok\n"
+            flood = sandbox.shell("for i in 1 2 3 4 5 6; do sleep 40$i & done")
+            assert "killed" in flood.output, flood
+            assert sandbox.run("ps -eo args | grep -c '^sleep 30[1-6]$'").output == "6\n"  # the first six
+            assert count_procs(sandbox, "sleep") == 6
+
 
     # ---------------------------------------------------------------- network (opt-in)
 

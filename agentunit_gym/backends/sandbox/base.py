@@ -91,6 +91,16 @@ class Sandbox(ABC):
         """Run ``command`` in the agent's persistent bash. On timeout the command's process
         group is killed, the result says ``timed_out`` and the shell stays usable."""
 
+    def shell_setup(self, command: str, *, timeout: float = 30.0, max_output: int = 1 << 20) -> ExecResult:
+        """Run the task's own setup command (its start script) in the agent's persistent bash.
+
+        As :meth:`shell`, except that what it leaves running is the task's: it is not watched
+        for a flood of processes (the watch lasts until nothing new appeared for
+        ``RUNAWAY_STILL_S``, 150 ms, for every command that leaves a background process),
+        as a one-off command (:meth:`run`) is not. Never for the agent's commands. This
+        default is :meth:`shell`."""
+        return self.shell(command, timeout=timeout, max_output=max_output)
+
     @abstractmethod
     def read_file(self, path: str, *, max_bytes: int = 1 << 24) -> bytes:
         """The content of a file inside the sandbox. Raises FileNotFoundError if absent."""

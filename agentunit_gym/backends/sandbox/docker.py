@@ -383,8 +383,18 @@ class DockerSandbox(Sandbox):
             BackendError: the container is gone (call :meth:`reset`).
             BackendTimeoutError: the supervisor did not answer (the container is then dropped).
         """
-        reply = self._current().request({"op": "shell", "cmd": command, "timeout": timeout, "max": max_output},
-                                        timeout + _GRACE_S)
+        return self._shell(command, timeout, max_output, setup=False)
+
+    def shell_setup(self, command: str, *, timeout: float = 30.0, max_output: int = 1 << 20) -> ExecResult:
+        """As :meth:`shell`, for the task's start script: what it leaves is not watched
+        (:meth:`Sandbox.shell_setup <agentunit_gym.backends.sandbox.base.Sandbox.shell_setup>`)."""
+        return self._shell(command, timeout, max_output, setup=True)
+
+    def _shell(self, command: str, timeout: float, max_output: int, *, setup: bool) -> ExecResult:
+        request: dict[str, Any] = {"op": "shell", "cmd": command, "timeout": timeout, "max": max_output}
+        if setup:
+            request["setup"] = True
+        reply = self._current().request(request, timeout + _GRACE_S)
         result = _result(reply)
         return add_memory_note(result, self.limits) if reply.get("oom") else result  # [limits]
 

@@ -210,7 +210,7 @@ class OSEnv(AgentEnv[OSTask]):
             code = task.start.source(base)
             if task.start.language == "python":
                 code = f"python3 -c {shlex.quote(code)}"
-            result = self.sandbox.shell(code, timeout=CHECK_TIMEOUT, max_output=1 << 16)
+            result = self.sandbox.shell_setup(code, timeout=CHECK_TIMEOUT, max_output=1 << 16)
             if result.timed_out:
                 raise BackendError(
                     f"task {task.id!r}: the start script did not return within {CHECK_TIMEOUT:g} s; "

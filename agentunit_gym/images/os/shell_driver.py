@@ -150,8 +150,11 @@ class ShellDriver:
 
     # ------------------------------------------------------------------ one command
 
-    def run(self, command: str, timeout: float, limit: int) -> Report:
-        """Run ``command`` in the top shell; its output (at most ``limit`` bytes kept) and status."""
+    def run(self, command: str, timeout: float, limit: int, *, watch: bool = True) -> Report:
+        """Run ``command`` in the top shell; its output (at most ``limit`` bytes kept) and status.
+
+        ``watch``: judge what the command leaves running (a flood is killed); False for the
+        task's own start script, trusted as the one-offs are."""
         deadline = time.monotonic() + timeout
         cap = Capture(limit)
         if self.pending:
@@ -175,15 +178,15 @@ class ShellDriver:
                 break
             rejected.add(self._candidate[0])  # it looked like a shell waiting, but took no commands
         if state == "nested":  # the new shell took over; the command runs on below it
-            return self._finish(cap, 0, before, timed_out=False)
+            return self._finish(cap, 0, before, timed_out=False, watch=watch)
         if state == "done":
             settle(self.levels, self.found, cap.found)
-            return self._finish(cap, cap.found, before, timed_out=False)
+            return self._finish(cap, cap.found, before, timed_out=False, watch=watch)
         if state == "gone":
             return self._ended(cap, before, timed_out=False)
         stopped = self._stop(cap, nonce, before)
         if stopped == "done":
-            return self._finish(cap, None, before, timed_out=True)
+            return self._finish(cap, None, before, timed_out=True, watch=watch)
         if stopped == "gone":
             return self._ended(cap, before, timed_out=True)
         cap.finish()
@@ -385,10 +388,11 @@ class ShellDriver:
 
     # ------------------------------------------------------------------ endings
 
-    def _finish(self, cap: Capture, code: int | None, before: set[int], *, timed_out: bool) -> Report:
+    def _finish(self, cap: Capture, code: int | None, before: set[int], *, timed_out: bool,
+                watch: bool = True) -> Report:
         """The shell answers: check what the command left running, and report."""
         cap.finish()
-        killed = self.transport.contain_runaways(before, self.levels)
+        killed = self.transport.contain_runaways(before, self.levels) if watch else 0
         self.settled = self.transport.processes()
         if killed:
             self.discard_pending()  # what the killed processes printed ("fork: retry: ...")

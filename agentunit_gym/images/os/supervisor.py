@@ -337,12 +337,13 @@ class Shell:
         with contextlib.suppress(OSError):
             os.close(self.master)
 
-    def run(self, command: str, timeout: float, limit: int) -> dict[str, Any]:
-        """One command of the agent, as the host's reply (``restarted``: replace this shell)."""
+    def run(self, command: str, timeout: float, limit: int, watch: bool = True) -> dict[str, Any]:
+        """One command of the agent, as the host's reply (``restarted``: replace this shell);
+        ``watch`` False for the task's start script (what it leaves is not judged a flood)."""
         started = time.monotonic()
         kills = oom_kills()  # [limits] the host adds a note when the kernel killed at the memory limit
         self._refusals = pids_refused()
-        report = self.driver.run(command, timeout, limit)
+        report = self.driver.run(command, timeout, limit, watch=watch)
         return reply(report.capture, exit=report.exit_code, timed_out=report.timed_out,
                      restarted=report.ended is not None, duration=time.monotonic() - started,
                      oom=kills >= 0 and oom_kills() > kills)
@@ -551,7 +552,7 @@ class Supervisor:
         if op == "shell":
             if self.shell is None:
                 return {"error": "no shell: the last reset failed"}
-            result = self.shell.run(req["cmd"], float(req["timeout"]), int(req["max"]))
+            result = self.shell.run(req["cmd"], float(req["timeout"]), int(req["max"]), watch=not req.get("setup"))
             if result["restarted"]:
                 self.shell.close()
                 self.shell = Shell()

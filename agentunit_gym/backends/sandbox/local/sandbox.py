@@ -309,6 +309,13 @@ class LocalSandbox(Sandbox):
             raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
         return self._shells.shell(self._current(), command, timeout=timeout, max_output=max_output)
 
+    def shell_setup(self, command: str, *, timeout: float = 30.0, max_output: int = 1 << 20) -> ExecResult:
+        """As :meth:`shell`, for the task's start script: what it leaves is not watched
+        (:meth:`Sandbox.shell_setup <agentunit_gym.backends.sandbox.base.Sandbox.shell_setup>`)."""
+        if timeout <= 0 or max_output < 0:
+            raise ConfigError(f"timeout must be > 0 and max_output >= 0, got {timeout!r}, {max_output!r}.")
+        return self._shells.shell(self._current(), command, timeout=timeout, max_output=max_output, watch=False)
+
     def run(self, command: str, *, timeout: float = 30.0, language: Language = "bash",
             args: tuple[str, ...] = (), max_output: int = 1 << 20) -> ExecResult:
         """Run a one-off command as root in the sandbox's namespaces, outside the agent's shell.

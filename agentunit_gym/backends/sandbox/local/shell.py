@@ -163,12 +163,12 @@ class _AgentShell:
 
     # ------------------------------------------------------------------ the agent's shell
 
-    def shell(self, box: _Box, command: str, *, timeout: float, max_output: int) -> ExecResult:
+    def shell(self, box: _Box, command: str, *, timeout: float, max_output: int, watch: bool = True) -> ExecResult:
         """Run ``command`` in the agent's persistent bash (see :meth:`LocalSandbox.shell`), with
         the notes of the memory limit and of a user switch this sandbox cannot make."""
         cgroup = self.setup.cgroup
         oom_kills = cgroup.oom_kills() if cgroup is not None else -1
-        result = self._shell(box, command, timeout, max_output)
+        result = self._shell(box, command, timeout, max_output, watch)
         if oom_kills >= 0 and cgroup is not None and cgroup.oom_kills() > oom_kills:
             result = add_memory_note(result, self.setup.limits)
         if result.exit_code not in (0, None) and self.setup.mechanism != "none" and not self.setup.multi_user \
@@ -176,12 +176,12 @@ class _AgentShell:
             result = dataclasses.replace(result, output=result.output + USER_SWITCH_NOTE)
         return result
 
-    def _shell(self, box: _Box, command: str, timeout: float, max_output: int) -> ExecResult:
+    def _shell(self, box: _Box, command: str, timeout: float, max_output: int, watch: bool = True) -> ExecResult:
         shell = box.shell
         if shell is None:
             raise died_error()
         started = time.monotonic()
-        report = shell.driver.run(command, timeout, max_output)
+        report = shell.driver.run(command, timeout, max_output, watch=watch)
         if report.ended is not None:
             # The agent ended its shell (``exit 3``, ``exec true``: the driver reports its status),
             # or it is stuck: a new one, as the docker sandbox does, if the box lives on.
