@@ -14,9 +14,9 @@ The machine is shared, so each phase also records the load average when it start
 CPU seconds (the venv's processes, less sensitive to the load than wall time); the summary
 gives medians over the runs. The README's figures come from this file's output::
 
-    python benchmarks/bench_first_run.py [--runs 3] [--python python3] [--json PATH]
+    python benchmarks/bench_first_run.py [--runs 3] [--python python3] [--ref HEAD] [--json PATH]
 
-It measures the committed state (``git clone`` of HEAD): commit first.
+It measures a committed state (``git clone``, then ``--ref``, HEAD by default): commit first.
 """
 
 from __future__ import annotations
@@ -61,10 +61,11 @@ def _phase(name: str, command: list[str], *, cwd: Path, env: dict[str, str] | No
     return {"wall_s": round(wall, 2), "cpu_s": round(_children_cpu_s() - cpu, 2), "load_1min": round(load, 2)}
 
 
-def one_run(python: str, work: Path) -> dict[str, dict[str, Any]]:
-    """One fresh clone, venv, install, fresh eval and cached eval under ``work``."""
+def one_run(python: str, work: Path, ref: str) -> dict[str, dict[str, Any]]:
+    """One fresh clone (at ``ref``), venv, install, fresh eval and cached eval under ``work``."""
     clone, cache, results = work / "clone", work / "cache", work / "results"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=PHASE_DEADLINE_S)
+    subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", ref], check=True, timeout=PHASE_DEADLINE_S)
     results.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "AGENTUNIT_CACHE_DIR")}
     env["AGENTUNIT_CACHE_DIR"] = str(cache)
@@ -87,6 +88,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--python", default="python3", help="the interpreter the new venv is made from")
+    parser.add_argument("--ref", default="HEAD", help="the commit to measure (an earlier one for a before/after)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "first_run.json")
     args = parser.parse_args()
     if README_COMMAND not in (ROOT / "README.md").read_text(encoding="utf-8"):
@@ -95,13 +97,13 @@ def main() -> int:
                            text=True, check=True).stdout.strip()
     if dirty:
         print("note: uncommitted changes are not measured (the clone is of HEAD)", file=sys.stderr)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+    head = subprocess.run(["git", "rev-parse", "--short", args.ref], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
     runs = []
     for index in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="first-run-"))
         try:
-            runs.append(one_run(args.python, work))
+            runs.append(one_run(args.python, work, head))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"run {index + 1}: " + ", ".join(f"{p} {runs[-1][p]['wall_s']} s" for p in PHASES), file=sys.stderr)
