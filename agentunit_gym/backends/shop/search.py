@@ -8,9 +8,10 @@ numpy/scipy BM25) in its Lucene variant, with Lucene's default parameters (``k1=
 shorter stopword list; we do not stem, drop bm25s' English stopwords, and drop one-character
 tokens. Ties are broken by catalog position, so results are deterministic.
 
-The index of a catalog is built on first use (about 6 s for 100k generated products on
+The index of a catalog is built on first use (about 10 s for 100k generated products on
 2 cores) and saved under ``<cache>/webshop/<catalog key>/index-<INDEX_VERSION>``; later
-processes load it memory-mapped in milliseconds.
+processes load it memory-mapped in milliseconds. The default catalog's index is shipped in
+the package (:mod:`agentunit_gym.prebuilt`): its first use unpacks it (under a second).
 
 The cache root is ``$AGENTUNIT_CACHE_DIR`` when set, else ``~/.cache/agentunit-gym``.
 """
@@ -108,6 +109,12 @@ class SearchIndex:
         """
         folder = cls.directory(catalog, root)
         if not (folder / "params.index.json").is_file():
+            from agentunit_gym import prebuilt
+
+            archive = prebuilt.shipped(prebuilt.webshop_index_name(catalog.key, INDEX_VERSION))
+            if archive is not None:  # the default catalog's index, shipped in the package
+                prebuilt.unpack_folder(archive, folder)
+                return cls.load(folder, len(catalog), mmap=mmap)
             logger.warning("building the WebShop search index of %d products on first use (about 10 s per 100k; "
                            "cached in %s)", len(catalog), folder)
             cls.build(catalog, folder, progress=progress)

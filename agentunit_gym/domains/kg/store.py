@@ -1,11 +1,17 @@
-"""The bundled graph's on-disk store: built on first use (timed, logged), then only opened."""
+"""The bundled graph's on-disk store: built on first use (timed, logged), then only opened.
+
+The bundled graph's triples are shipped in the package (:mod:`agentunit_gym.prebuilt`), so its
+first use only loads them into pyoxigraph; a graph whose key has no shipped file is made first."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from agentunit_gym import prebuilt
 from agentunit_gym.backends.sparql.embedded import Progress, build_store, store_path
 from agentunit_gym.domains.kg.graph import GraphSource, bundled_source
 
@@ -27,7 +33,11 @@ def ensure_store(source: GraphSource, *, progress: Progress | None = None, total
     log.warning("building the SPARQL store of the %s knowledge graph (first use; cached in %s) ...",
                 source.label, path.parent)
     started = time.perf_counter()
-    built = build_store(source.key, source.ntriples, progress=progress, total=total)
+    # The bundled graph's triples are shipped in the package: loaded, not made again.
+    shipped = prebuilt.shipped(prebuilt.kg_triples_name(source.key))
+    lines: Callable[[], Iterator[str]] = (
+        source.ntriples if shipped is None else functools.partial(prebuilt.ntriples_lines, shipped))
+    built = build_store(source.key, lines, progress=progress, total=total)
     log.warning("built the %s knowledge graph store in %.1f s", source.label, time.perf_counter() - started)
     return built
 
