@@ -44,6 +44,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("core", ("core",), "AgentEnv, FinishReason, Score, typed info, the Domain description and its registry"),
     Layer("backends", ("backends",), "shared engines: sandbox kinds (an entry-point group), sql, sparql, shop, images"),
     Layer("images", ("images",), "what runs inside the boxes: Dockerfiles and stdlib-only programs"),
+    Layer("prebuilt", ("prebuilt",),
+          "data built ahead and shipped in the package (the WebShop index, the KG triples) and their unpacking"),
     Layer("tasks", ("tasks",), "the TaskSpec base, task-file reading, the `--tasks` format detection"),
     Layer("errors", ("errors", "version"), "one root exception and a flat hierarchy; the version"),
 )

