@@ -101,7 +101,11 @@ class ImageSource:
     complete the context; None when the folder is the whole context."""
 
 
-_sources: dict[str, ImageSource] = {}
+_sources: dict[str, ImageSource] = {
+    # The env server's image (docs/serving.md, "The server image"): the shipped folder plus the
+    # wheels of agentunit-gym and its dependencies, which its generator adds.
+    "serve": ImageSource(IMAGES_ROOT / "serve", generator="agentunit_gym.serve.image_context"),
+}
 
 
 def add_image_source(name: str, source: ImageSource) -> None:
