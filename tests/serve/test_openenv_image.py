@@ -236,3 +236,56 @@ def test_openenvs_docker_provider_starts_the_image_and_the_client_with_the_token
     # close() stopped and removed the provider's container.
     left = process.docker_client().containers.list(all=True, filters={"ancestor": serve_image})
     assert [c.name for c in left if c.name.startswith(serve_image.split("/")[-1].split(":")[0])] == []
+
+
+# ------------------------------------------------------------------ listing images
+
+
+class _FakeImage:
+    id = "sha256:base"
+
+
+class _FakeImages:
+    def get(self, ref: str) -> _FakeImage:
+        from docker.errors import ImageNotFound
+
+        if ref != "debian:bookworm-slim":
+            raise ImageNotFound(ref)
+        return _FakeImage()
+
+    def list(self, **_: Any) -> list[Any]:
+        return []
+
+
+class _FakeDocker:
+    images = _FakeImages()
+
+
+def test_listing_images_prepares_no_generated_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`agentunit-gym images list` must not download the serve image's wheels: an image whose
+    generated context was never prepared is listed as not current, and nothing is generated."""
+    import types
+
+    from agentunit_gym.backends import images
+
+    prepared: list[Path] = []
+    generator = types.ModuleType("fake_generator")
+    generator.context_key = lambda: "key-1"  # type: ignore[attr-defined]
+    generator.prepare_context = prepared.append  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_generator", generator)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    (shipped / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
+    monkeypatch.setitem(images._sources, "fake-generated", images.ImageSource(shipped, generator="fake_generator"))
+    monkeypatch.setenv("AGENTUNIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(images, "_unprepared", lambda name, real=images._unprepared: real(name)
+                        if name == "fake-generated" else True)
+    tagged: list[str] = []
+    real_tag = images.image_tag
+    monkeypatch.setattr(images, "image_tag", lambda name, **kw: tagged.append(name) or real_tag(name, **kw))
+    assert images.list_images(client=_FakeDocker()) == []
+    assert prepared == [] and tagged == []
+    images.image_dir("fake-generated")  # prepared on purpose (a build does this)
+    assert len(prepared) == 1
+    assert images.list_images(client=_FakeDocker()) == []
+    assert tagged == ["fake-generated"] and len(prepared) == 1  # its tag, from the cached context
