@@ -191,6 +191,53 @@ def test_the_os_env_in_the_container_refuses_rather_than_run_unisolated(serve_im
     assert "agentunit-gym serve: OS-v0 on" not in logs
 
 
+RELAXED = ("seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined")
+"""The container options under which the local sandbox can make its namespaces (docs/serving.md)."""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_os_env_in_a_relaxed_container_runs_in_the_local_sandbox(serve_image: str) -> None:
+    token = secrets.token_urlsafe(24)
+    # The docker CLI: `systempaths=unconfined` is a CLI option (no masked /proc paths), not the SDK's.
+    started = subprocess.run(
+        ["docker", "run", "-d", *(arg for option in RELAXED for arg in ("--security-opt", option)),
+         "-p", "127.0.0.1::8000", "-e", "AGENTUNIT_GYM_ENV=OS-v0", "-e", "AGENTUNIT_GYM_TOKEN",
+         "--label", "agentunit_gym=1", "--label", "agentunit_gym.test=openenv-image", serve_image],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "AGENTUNIT_GYM_TOKEN": token})
+    assert started.returncode == 0, started.stderr
+    container = process.docker_client().containers.get(started.stdout.strip())
+    try:
+        def listening() -> str | None:
+            container.reload()
+            assert container.status != "exited", container.logs().decode()[-3000:]
+            bindings = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
+            if not bindings:
+                return None
+            url = f"http://127.0.0.1:{bindings[0]['HostPort']}"
+            try:
+                return url if http("GET", url + "/health", timeout_s=2.0)[0] == 200 else None
+            except OSError:
+                return None
+
+        url = wait_until(listening, CONTAINER_DEADLINE_S, "the OS server's /health")
+
+        async def one_step() -> str:
+            client = AgentUnitEnvClient(base_url=url, token=token)
+            try:
+                await client.reset(seed=0)
+                result = await client.step('{"name": "bash", "arguments": {"script": "hostname; echo $$; id -u"}}')
+                return str(result.observation["text"])
+            finally:
+                await client.close()
+
+        text = asyncio.run(one_step())
+    finally:
+        container.remove(force=True)
+    # The agent's shell is in the sandbox's namespaces: its own hostname, PID 1, root there.
+    assert text.split()[-3:] == ["sandbox", "1", "0"], text
+
+
 async def _play_oracle(client: AgentUnitEnvClient) -> tuple[float | None, bool, dict[str, Any]]:
     with gym.make("AgentUnit/DB-v0", backend="sqlite") as local:
         local.reset(seed=0, options={"task_id": TASK})
