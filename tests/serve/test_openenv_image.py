@@ -128,6 +128,33 @@ def test_the_env_folders_server_refuses_to_listen_without_a_token() -> None:
     assert "needs a token" in done.stderr
 
 
+def _load_env_folder_app() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agentunit_env_server_app", ENV_FOLDER / "server" / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_env_folders_app_needs_a_token_and_serves_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from starlette.testclient import TestClient
+
+    from agentunit_gym.errors import ConfigError
+
+    module = _load_env_folder_app()
+    monkeypatch.delenv("AGENTUNIT_GYM_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="needs a token"):
+        module.app  # noqa: B018 - the attribute builds the app
+    monkeypatch.setenv("AGENTUNIT_GYM_TOKEN", "s3cret")
+    monkeypatch.setenv("AGENTUNIT_GYM_BACKEND", "sqlite")
+    client = TestClient(module.app)
+    assert client.get("/metadata").status_code == 401
+    health = client.get("/health", headers={"Authorization": "Bearer s3cret"}).json()
+    assert (health["env_id"], health["backend"]) == ("AgentUnit/DB-v0", "sqlite")
+
+
 # ------------------------------------------------------------------ the image, with Docker
 
 

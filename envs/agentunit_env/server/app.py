@@ -5,7 +5,9 @@
 ``$AGENTUNIT_GYM_BACKEND``, and the bearer token in ``$AGENTUNIT_GYM_TOKEN`` (required: the
 server refuses to listen beyond loopback without one). Arguments are added to the command.
 
-``app`` (the manifest's ``server.app:app``) is the ASGI app of that server, built on first use.
+``app`` (the manifest's ``server.app:app``, for ``uvicorn server.app:app``) is the ASGI app of
+that server, built on first use; it needs ``$AGENTUNIT_GYM_TOKEN`` too, since the address
+uvicorn binds is not known here.
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ def main() -> None:
 def __getattr__(name: str) -> Any:
     if name != "app":
         raise AttributeError(name)
-    from agentunit_gym.serve.server import EnvServer, ServeConfig
+    from agentunit_gym.errors import ConfigError
+    from agentunit_gym.serve.server import TOKEN_ENV_VAR, EnvServer, ServeConfig
 
+    token = os.environ.get(TOKEN_ENV_VAR) or None
+    if token is None:
+        raise ConfigError(f"the AgentUnit env server's app needs a token: set {TOKEN_ENV_VAR} (the address "
+                          "uvicorn binds is not known here, so it is never served without one).")
     config = ServeConfig(env=os.environ.get("AGENTUNIT_GYM_ENV", "DB-v0"),
-                         backend=os.environ.get("AGENTUNIT_GYM_BACKEND") or None,
-                         token=os.environ.get("AGENTUNIT_GYM_TOKEN") or None)
-    return EnvServer(config).app
+                         backend=os.environ.get("AGENTUNIT_GYM_BACKEND") or None, token=token, check_reset=True)
+    server = EnvServer(config)
+    server.pool.start()
+    return server.app
 
 
 if __name__ == "__main__":
