@@ -101,7 +101,11 @@ class ImageSource:
     complete the context; None when the folder is the whole context."""
 
 
-_sources: dict[str, ImageSource] = {}
+_sources: dict[str, ImageSource] = {
+    # The env server's image (docs/serving.md, "The server image"): the shipped folder plus the
+    # wheels of agentunit-gym and its dependencies, which its generator adds.
+    "serve": ImageSource(IMAGES_ROOT / "serve", generator="agentunit_gym.serve.image_context"),
+}
 
 
 def add_image_source(name: str, source: ImageSource) -> None:
@@ -136,13 +140,31 @@ def image_dir(name: str, *, root: Path | None = None) -> Path:
     return path
 
 
+def _generated_target(name: str, shipped: Path, module: Any) -> Path:
+    """Where the generated context of image ``name`` is cached (ready once it holds ``.agentunit-ready``)."""
+    key = hashlib.sha256(f"{context_hash(shipped)}|{module.context_key()}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("AGENTUNIT_CACHE_DIR") or Path.home() / ".cache" / "agentunit-gym")
+    return cache / "images" / f"{name}-{key}"
+
+
+def _unprepared(name: str) -> bool:
+    """Whether image ``name`` has a generated context not prepared yet (listing it would prepare
+    it: for the serve image, a download of its wheels)."""
+    import importlib
+
+    source = _sources.get(name)
+    if source is None or source.generator is None:
+        return False
+    target = _generated_target(name, source.context, importlib.import_module(source.generator))
+    return not (target / ".agentunit-ready").is_file()
+
+
 def _generated_context(name: str, shipped: Path, module_name: str) -> Path:
     import importlib
 
     module = importlib.import_module(module_name)
-    key = hashlib.sha256(f"{context_hash(shipped)}|{module.context_key()}".encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("AGENTUNIT_CACHE_DIR") or Path.home() / ".cache" / "agentunit-gym")
-    target = cache / "images" / f"{name}-{key}"
+    target = _generated_target(name, shipped, module)
+    key = target.name.rpartition("-")[2]
     if (target / ".agentunit-ready").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -451,7 +473,7 @@ def list_images(*, client: Any | None = None, root: Path | None = None) -> list[
         base = None
     current: set[str] = set()
     for name in available_images(root=root):
-        if base is not None:
+        if base is not None and not (root is None and _unprepared(name)):  # never built here: not current
             current.add(image_tag(name, client=docker, root=root, base=base))
     found = []
     for image in docker.images.list(filters={"label": f"{LABEL}=1"}):

@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warm", type=int, default=2, help="env copies built ahead (default 2)")
     p.add_argument("--max-action-chars", type=int, default=262_144, help="longest reply a step takes")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request or message")
+    p.add_argument("--check-reset", action="store_true",
+                   help="reset one env copy before listening: a backend that cannot run here (a sandbox that "
+                        "cannot isolate) stops the server at start, not every session's first reset")
     p.add_argument("--env-kwargs", default=None, metavar="JSON",
                    help='more gym.make options as a JSON object, e.g. \'{"max_steps": 10}\'')
     p.set_defaults(func=run)
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
                              max_sessions=args.max_sessions, queue_timeout_s=args.queue_timeout, token=token,
                              idle_timeout_s=args.idle_timeout,
                              warm=args.warm, max_action_chars=args.max_action_chars,
-                             max_request_bytes=args.max_request_bytes, env_kwargs=env_kwargs)
+                             max_request_bytes=args.max_request_bytes, env_kwargs=env_kwargs,
+                             check_reset=args.check_reset)
     except ValueError as exc:  # pydantic's ValidationError: a bound broken
         raise ConfigError(f"invalid serve option: {exc}") from exc
 

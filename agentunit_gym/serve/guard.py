@@ -2,8 +2,10 @@
 
 Pure ASGI (no framework), so it sees WebSocket handshakes and frames before OpenEnv does:
 
-- HTTP requests without the token get 401; bodies over the limit 413 (read to their end
-  first, so the client reads the answer rather than a reset connection).
+- HTTP requests without the token get 401, but for ``GET /health``, which answers only
+  ``{"status":"healthy"}`` (a readiness probe: OpenEnv's Docker provider sends no token);
+  bodies over the limit 413 (read to their end first, so the client reads the answer rather
+  than a reset connection).
 - WebSocket handshakes without the token get 401. Session handshakes are admitted one at a
   time; over the session cap one waits up to ``queue_timeout_s`` for a session to end, then gets
   503 with ``Retry-After``: an HTTP response to the handshake where the server supports it
@@ -51,6 +53,15 @@ DRAIN_LIMIT = 256 << 20
 
 SESSION_PATHS = ("/ws", "/mcp")
 """WebSocket paths that open a session (and so count against the cap)."""
+
+
+LIVENESS_BODY = b'{"status":"healthy"}'
+"""What ``GET /health`` answers a request without the token when the server has one: that it
+listens, and nothing else (the full answer, env id, tasks and sessions, needs the token)."""
+
+
+def _is_liveness_probe(scope: Scope) -> bool:
+    return scope.get("method") == "GET" and scope.get("path", "").rstrip("/") == "/health"
 
 
 def bearer_ok(headers: list[tuple[bytes, bytes]], token: str) -> bool:
@@ -112,6 +123,12 @@ class Guard:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         auth = self._auth_error(scope)
+        if auth is not None and _is_liveness_probe(scope):
+            # Readiness probes carry no token (OpenEnv's Docker provider waits on GET /health
+            # before it hands out the URL, as does a container orchestrator): they learn that
+            # the server listens, nothing of what it serves.
+            await _respond(send, 200, LIVENESS_BODY)
+            return
         if auth is not None:
             await _respond(send, 401, _error_body(auth, "UNAUTHORIZED"), [(b"www-authenticate", b"Bearer")])
             return

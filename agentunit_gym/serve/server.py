@@ -96,6 +96,10 @@ class ServeConfig(BaseModel):
     """Longest reply a step accepts (422 beyond)."""
     max_request_bytes: int = Field(default=1 << 20, ge=1024)
     """Largest HTTP body or WebSocket message (413 beyond)."""
+    check_reset: bool = False
+    """Reset the env copy built at start once before listening, so a backend that cannot run
+    here (a sandbox that cannot isolate, a database that cannot start) stops the server at
+    start instead of failing every session's first reset (the serve image sets it)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -131,6 +135,8 @@ class EnvServer:
     Raises:
         ConfigError: an unknown env id, an exposed host without a token, or an env option
             the env refuses (the first copy is built here, so a mistake shows at start).
+        AgentUnitError: with ``check_reset``, what that copy's reset raised (an
+            ``IsolationError`` from a sandbox that cannot isolate here ...).
         MissingDependencyError: OpenEnv is not installed (``openenv-core``, the serve extra's, or
             ``openenv``); a :class:`DependencyVersionError` when one is, but not a version whose
             server API we can use.
@@ -206,6 +212,8 @@ class EnvServer:
         """The env id, backend, step limit, task count and splits, from one env copy built now."""
         env = self._make_env()
         try:
+            if self.config.check_reset:
+                env.reset(seed=0)
             base = env.unwrapped
             tasks = list(getattr(base, "tasks", []))
             splits = collections.Counter(str(getattr(t, "split", None) or "unsplit") for t in tasks)

@@ -35,7 +35,8 @@ def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None
         found = re.search(r"on (http://127\.0\.0\.1:\d+) \(max 2 sessions, bearer token required\)", ready)
         assert found, ready
         url = found.group(1)
-        assert http("GET", url + "/health")[0] == 401
+        assert http("GET", url + "/health") == (200, {"status": "healthy"})  # a readiness probe: nothing more
+        assert http("GET", url + "/metadata")[0] == 401
         status, health = http("GET", url + "/health", token="tok-from-the-environment")
         assert status == 200 and health["backend"] == "sqlite"
         with gym.make("AgentUnit/Remote-v0", url=url, token="tok-from-the-environment") as remote:

@@ -244,7 +244,10 @@ def test_an_idle_session_is_reaped_and_its_env_closed() -> None:
 
 def test_a_wrong_or_missing_token_gets_401(guarded: RunningServer) -> None:
     for token in (None, "wrong"):
-        status, body = http("GET", guarded.url + "/health", token=token)
+        # GET /health is a readiness probe (OpenEnv's Docker provider sends no token): it says the
+        # server listens, and nothing of what it serves.
+        assert http("GET", guarded.url + "/health", token=token) == (200, {"status": "healthy"})
+        status, body = http("GET", guarded.url + "/metadata", token=token)
         assert status == 401 and body["code"] == "UNAUTHORIZED"
         assert "Authorization: Bearer <token>" in body["detail"]
         assert ("a wrong token" if token else "no Authorization header") in body["detail"]
