@@ -104,7 +104,7 @@ class ImageSource:
 _sources: dict[str, ImageSource] = {
     # The env server's image (docs/serving.md, "The server image"): the shipped folder plus the
     # wheels of agentunit-gym and its dependencies, which its generator adds.
-    "serve": ImageSource(IMAGES_ROOT / "serve", generator="agentunit_gym.serve.image_context"),
+    "serve": ImageSource(IMAGES_ROOT / "serve", generator="agentunit_gym.backends.serve_image"),
 }
 
 

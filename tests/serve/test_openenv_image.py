@@ -32,8 +32,8 @@ pytest.importorskip("openenv.core.generic_client")
 
 import agentunit_gym  # noqa: E402,F401
 from agentunit_gym.backends import process  # noqa: E402
+from agentunit_gym.backends import serve_image as image_context  # noqa: E402
 from agentunit_gym.core.reference import OutputReply  # noqa: E402
-from agentunit_gym.serve import image_context  # noqa: E402
 from agentunit_gym.serve.openenv_client import AgentUnitEnvClient  # noqa: E402
 from tests.serve.helpers import http, oracle_replies  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402

@@ -1,7 +1,8 @@
 """The generated build context of the ``serve`` image: agentunit-gym and every package it needs, as wheels.
 
 :mod:`agentunit_gym.backends.images` calls :func:`context_key` and :func:`prepare_context` to make
-a copy of ``images/serve/`` with a ``wheels/`` folder: a wheel of the agentunit-gym that runs
+a copy of ``images/serve/`` with a ``wheels/`` folder (``self/`` and ``deps/``, two layers): a wheel
+of the agentunit-gym that runs
 here (packed from its package folder and installed metadata, so an editable checkout works
 too) and, from the package index, the wheels of everything ``agentunit-gym[serve,db]`` needs,
 each at the version installed here (the versions this environment runs and was tested with).
@@ -208,8 +209,15 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def prepare_context(folder: Path) -> None:
-    """Add ``wheels/`` (agentunit-gym's wheel and its dependencies') to a copy of ``images/serve/``."""
-    wheels = folder / "wheels"
-    wheels.mkdir()
-    build_own_wheel(wheels)
-    download_wheels(dependency_pins(), wheels)
+    """Add ``wheels/`` to a copy of ``images/serve/``: ``wheels/deps/`` the dependencies' wheels
+    and their pins (``requirements.txt``), ``wheels/self/`` agentunit-gym's own wheel. Two
+    folders, two layers: a new commit changes only the second, so Docker's layer cache keeps
+    the dependencies' install (most of the build) while their versions stay."""
+    deps, own = folder / "wheels" / "deps", folder / "wheels" / "self"
+    deps.mkdir(parents=True)
+    own.mkdir()
+    pins = dependency_pins()
+    download_wheels(pins, deps)
+    (deps / "requirements.txt").write_text("".join(f"{name}=={version}\n" for name, version in pins.items()),
+                                           encoding="utf-8")
+    build_own_wheel(own)
