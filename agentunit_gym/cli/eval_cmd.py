@@ -21,6 +21,7 @@ from agentunit_gym.core import registry
 from agentunit_gym.errors import EXIT_ENDPOINT_DOWN, ConfigError, EndpointDownError
 from agentunit_gym.eval.config import PROTOCOLS
 from agentunit_gym.tasks.splits import SPLITS
+from agentunit_gym.wrappers.protocols import DEFAULT_PROTOCOL, default_invalid_policy
 
 # Options that define a run (stored in config.json). Their parser default is None, so a
 # resume can tell "not given" (take the stored value) from "given" (must match it).
@@ -217,9 +218,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     if not stored:
         data.setdefault("envs", env_ids())
         data.setdefault("agent", _DEFAULTS["agent"])
-        protocol = data.get("protocol") or "agentunit"
         if data.get("invalid_action") is None:
-            data["invalid_action"] = "continue" if protocol == "agentunit" else "terminate"
+            data["invalid_action"] = default_invalid_policy(data.get("protocol") or DEFAULT_PROTOCOL)
     _set_agentbench_root(data, args.agentbench_root)
     try:
         return EvalConfig.model_validate(data), output
@@ -282,7 +282,8 @@ def check_agentbench_prompts(config: Any) -> list[str]:
     Raises:
         AgentBenchCheckoutError: a task module is missing or laid out otherwise.
     """
-    from agentunit_gym.eval.routing import env_domain, scripted_conversation
+    from agentunit_gym.eval.routing import env_domain
+    from agentunit_gym.wrappers.protocols import scripted_conversation
 
     lines = []
     for env_id in config.envs:

@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any
 
+from agentunit_gym.cli.arguments import add_protocol_options, protocol_root
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -35,6 +37,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request or message")
     p.add_argument("--env-kwargs", default=None, metavar="JSON",
                    help='more gym.make options as a JSON object, e.g. \'{"max_steps": 10}\'')
+    add_protocol_options(p, served_stack=True)
     p.set_defaults(func=run)
 
 
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
                              max_sessions=args.max_sessions, queue_timeout_s=args.queue_timeout, token=token,
                              idle_timeout_s=args.idle_timeout,
                              warm=args.warm, max_action_chars=args.max_action_chars,
-                             max_request_bytes=args.max_request_bytes, env_kwargs=env_kwargs)
+                             max_request_bytes=args.max_request_bytes, env_kwargs=env_kwargs,
+                             protocol=args.protocol, agentbench_root=protocol_root(args))
     except ValueError as exc:  # pydantic's ValidationError: a bound broken
         raise ConfigError(f"invalid serve option: {exc}") from exc
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentunit_gym.eval.routing import full_env_id, registered_env_ids
+from agentunit_gym.wrappers.protocols import PROTOCOLS, ProtocolName
 
 VectorMode = Literal["sync", "threads", "async"]
 """Where the evaluator's env copies live (``--vector``, :mod:`agentunit_gym.eval.copies`):
@@ -15,14 +16,14 @@ VectorMode = Literal["sync", "threads", "async"]
 one-env gymnasium ``AsyncVectorEnv``, a process of its own. Episodes run on the one
 asynchronous engine in every case."""
 
-Protocol = Literal["agentunit", "agentbench", "agentbench-fc"]
+Protocol = ProtocolName
 """Evaluation protocols (``--protocol``): ``agentunit`` (feedback and continue on an invalid
 reply, each task's own turn limit, the env's observation caps and tools), ``agentbench``
 (AgentBench's settings: an invalid reply ends the episode, the domain's AgentBench turn
 limit for every task, AgentBench's observation caps, the ReAct prompt with the worked
-example), ``agentbench-fc`` (the same, with AgentBench FC's tool schemas)."""
+example), ``agentbench-fc`` (the same, with AgentBench FC's tool schemas). What each sets is
+decided in one place, :mod:`agentunit_gym.wrappers.protocols`."""
 
-PROTOCOLS: tuple[str, ...] = ("agentunit", "agentbench", "agentbench-fc")
 
 InvalidAction = Literal["continue", "terminate"]
 

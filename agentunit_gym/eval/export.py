@@ -350,7 +350,7 @@ def _chat_head(config: EvalConfig | None, domain_name: str) -> list[dict[str, An
         return None
     if domain_name not in registry.domain_names():
         return None
-    from agentunit_gym.eval.routing import scripted_conversation
+    from agentunit_gym.wrappers.protocols import scripted_conversation
 
     conversation = scripted_conversation(domain_name, config.protocol, config.agentbench_root)
     return conversation.messages() if conversation is not None else None

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from agentunit_gym.core import registry
-from agentunit_gym.core.conversation import ScriptedConversation
 from agentunit_gym.errors import ConfigError
 from agentunit_gym.tasks.spec import TaskSpec
 
@@ -65,44 +64,6 @@ def backend_for(env_id: str, backends: Sequence[str]) -> str:
     if len(mine) > 1:
         raise ConfigError(f"two backends for {env_id}: {mine}; give one.")
     return mine[0] if mine else "auto"
-
-
-def protocol_options(env_id: str, protocol: str, explicit: dict[str, Any]) -> dict[str, Any]:
-    """The env options ``protocol`` sets for ``env_id`` (options in ``explicit`` win).
-
-    ``agentunit`` sets nothing. The AgentBench protocols set the domain's AgentBench turn
-    limit for every task (a task's own ``max_steps`` no longer counts) and whatever the
-    domain's :class:`~agentunit_gym.core.domain.ProtocolPreset` adds (observation caps).
-    """
-    domain = registry.domain_of_env(env_id)
-    if protocol == "agentunit" or domain is None:
-        return {}
-    options: dict[str, Any] = {"max_steps": domain.step_limit}
-    preset = domain.protocols.get(protocol)
-    if preset is not None:
-        options.update(preset.env_options)
-    return {k: v for k, v in options.items() if k not in explicit}
-
-
-TOOL_CALL_PROTOCOLS = frozenset({"agentbench-fc"})
-"""Protocols under which only tool calls are actions (:meth:`~agentunit_gym.core.env.AgentEnv.require_tool_calls`)."""
-
-
-def protocol_ending_issues(env_id: str, protocol: str) -> frozenset[str] | None:
-    """The invalid replies that end an episode of ``env_id`` under ``protocol``'s terminate
-    policy (:attr:`~agentunit_gym.core.domain.ProtocolPreset.ending_issues`); None for all.
-
-    Under a function-calling protocol a reply without a tool call (``no_call``) never ends
-    the episode, in any domain: AgentBench FC answers it and its loop goes on.
-    """
-    domain = registry.domain_of_env(env_id)
-    preset = domain.protocols.get(protocol) if domain is not None and protocol != "agentunit" else None
-    issues = None if preset is None else preset.ending_issues
-    if protocol in TOOL_CALL_PROTOCOLS:
-        from agentunit_gym.core.actions import ActionIssue
-
-        issues = (frozenset(i.value for i in ActionIssue) if issues is None else issues) - {ActionIssue.NO_CALL.value}
-    return issues
 
 
 def network_options(env_id: str, network: bool) -> dict[str, Any]:
@@ -169,61 +130,17 @@ def check_task_paths(paths: Sequence[str], env_ids: Sequence[str]) -> None:
                               "the domains the paths hold.")
 
 
-@functools.lru_cache(maxsize=16)
-def scripted_conversation(domain: str, protocol: str, root: str) -> ScriptedConversation | None:
-    """The conversation ``domain`` opens an episode with under ``protocol``, read from the
-    benchmark checkout at ``root`` (read once per process); None when the domain's preset
-    of that protocol has none (its chat agent keeps our own prompt).
-
-    Raises:
-        AgentBenchCheckoutError: the checkout's task module is missing or laid out otherwise.
-    """
-    preset = registry.get_domain(domain).protocols.get(protocol)
-    if preset is None or preset.conversation is None:
-        return None
-    return preset.conversation(Path(root))
-
-
 def default_env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, str]:
-    """The standard evaluation stack (``make_eval_env``); the bare env if the stack is missing.
+    """The standard evaluation stack, :func:`~agentunit_gym.wrappers.stack.make_eval_env`, with ``options``.
 
-    ``options`` may hold ``max_seconds``, ``trap_rate``, ``invalid_policy``, ``ending_issues`` and
-    ``trace_max_chars`` (for the stack), ``protocol`` (wraps the env in
-    :class:`~agentunit_gym.wrappers.aliases.RenameTools` when the domain's preset of that
-    protocol renames tools), ``agentbench_root`` (with ``protocol``: the env opens episodes with
-    the conversation the preset reads from that checkout, :func:`scripted_conversation`) and
-    env keyword arguments such as ``backend``.
+    ``options`` are :func:`~agentunit_gym.eval.runner.env_options`' (the stack's keywords, the
+    ``protocol`` and ``agentbench_root`` the stack applies, and env keyword arguments such as
+    ``backend``); a ``trap_rate`` of None is left out (the stack's default).
     """
-    protocol = options.pop("protocol", None)
-    root = options.pop("agentbench_root", None)
-    domain = registry.domain_of_env(env_id)
-    preset = domain.protocols.get(protocol) if domain is not None and protocol else None
-    conversation = scripted_conversation(domain.name, protocol, root) if domain and protocol and root else None
-    try:
-        from agentunit_gym.wrappers.stack import make_eval_env
-    except ImportError:
-        bare = {k: v for k, v in options.items()
-                if k not in ("max_seconds", "trap_rate", "invalid_policy", "ending_issues", "trace_max_chars")}
-        env = gym.make(env_id, **bare)
-        if conversation is not None:
-            from agentunit_gym.wrappers.conversation import StartConversation
+    from agentunit_gym.wrappers.stack import make_eval_env
 
-            env = StartConversation(env, conversation)
-    else:
-        stack_options = {k: v for k, v in options.items() if not (k == "trap_rate" and v is None)}
-        env = make_eval_env(env_id, conversation=conversation, **stack_options)
-    if preset is not None and preset.tools:
-        from agentunit_gym.wrappers.aliases import RenameTools
-
-        env = RenameTools(env, preset.tools)
-    if protocol in TOOL_CALL_PROTOCOLS:
-        from agentunit_gym.wrappers.info import agent_env
-
-        agent_env(env).require_tool_calls()
-    return env
+    return make_eval_env(env_id, **{k: v for k, v in options.items() if not (k == "trap_rate" and v is None)})
 
 
-__all__ = ["TOOL_CALL_PROTOCOLS", "EnvFactory", "backend_for", "default_env_factory", "env_domain",
-           "full_env_id", "network_options", "protocol_ending_issues", "protocol_options", "registered_env_ids",
-           "scripted_conversation", "task_domains", "task_options",
-           "check_task_paths"]
+__all__ = ["EnvFactory", "backend_for", "check_task_paths", "default_env_factory", "env_domain", "full_env_id",
+           "network_options", "registered_env_ids", "task_domains", "task_options"]

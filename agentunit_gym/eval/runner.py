@@ -70,8 +70,6 @@ from agentunit_gym.eval.routing import (
     env_domain,
     full_env_id,
     network_options,
-    protocol_ending_issues,
-    protocol_options,
     task_options,
 )
 from agentunit_gym.eval.schedule import INFRA_ERRORS
@@ -226,18 +224,15 @@ def _run_env(config: EvalConfig, env_id: str, items: list[WorkItem], agent_facto
 
 
 def env_options(config: EvalConfig, env_id: str) -> dict[str, Any]:
-    """The env keyword arguments of ``env_id`` in this run (backend, limits, traps, extras)."""
-    explicit = {**config.env_options, **config.env_options_by_env.get(env_id, {})}
-    options: dict[str, Any] = {"backend": backend_for(env_id, config.backends), **explicit}
-    options.update(protocol_options(env_id, config.protocol, explicit))
+    """The keyword arguments of ``make_eval_env`` for ``env_id`` in this run (backend, limits,
+    traps, the protocol, extras). The protocol's settings are applied there, in one place
+    (:func:`~agentunit_gym.wrappers.protocols.protocol_setup`); this run's own options win."""
+    options: dict[str, Any] = {"backend": backend_for(env_id, config.backends), **config.env_options,
+                               **config.env_options_by_env.get(env_id, {})}
     options.update(task_options(env_id, config.tasks))
     options.update(network_options(env_id, config.network))
     options["max_seconds"] = config.episode_timeout_s
-    if config.invalid_action != "continue":
-        options["invalid_policy"] = config.invalid_action
-        ending = protocol_ending_issues(env_id, config.protocol)
-        if ending is not None:
-            options["ending_issues"] = ending
+    options["invalid_policy"] = config.invalid_action  # an explicit continue holds under a protocol too
     if config.protocol != "agentunit":
         options["protocol"] = config.protocol
         if config.agentbench_root is not None:

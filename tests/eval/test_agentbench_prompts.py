@@ -20,9 +20,9 @@ from agentunit_gym.cli.main import main
 from agentunit_gym.core.chat import ChatTranscript
 from agentunit_gym.errors import AgentBenchCheckoutError
 from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.routing import scripted_conversation
 from agentunit_gym.tasks.agentbench_checkout import TaskModule, find_checkout, resolve_checkout
 from agentunit_gym.wrappers.conversation import StartConversation
+from agentunit_gym.wrappers.protocols import scripted_conversation
 from agentunit_gym.wrappers.stack import make_eval_env
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "agentbench_checkout"

@@ -228,10 +228,12 @@ def test_agentbench_protocol_answers_every_invalid_reply_and_goes_on(small_store
     from agentunit_gym.eval.config import EvalConfig
     from agentunit_gym.eval.routing import default_env_factory
     from agentunit_gym.eval.runner import env_options
+    from agentunit_gym.wrappers.protocols import protocol_setup
 
+    setup = protocol_setup("AgentUnit/KG-v0", "agentbench")
+    assert setup.ending_issues == frozenset() and setup.env_options["max_steps"] == 15
     config = EvalConfig(envs=("KG-v0",), agent="oracle", protocol="agentbench", invalid_action="terminate")
     options = env_options(config, "AgentUnit/KG-v0")
-    assert options["ending_issues"] == frozenset() and options["max_steps"] == 15
     options.update(backend="embedded", tasks=[TASK], sparql_backend=small_store, max_steps=6)
     env = default_env_factory("AgentUnit/KG-v0", options)
     try:
