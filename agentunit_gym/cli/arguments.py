@@ -42,7 +42,7 @@ MODEL_SETTINGS: dict[str, str] = {
     "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
     "request_timeout": "request_timeout_s", "turn_deadline": "turn_deadline_s",
 }
-"""Option dest -> :class:`~agentunit_gym.eval.model_client.OpenAIConfig` field, for the model settings."""
+"""Option dest -> :class:`~agentunit_gym.eval.agents.model_client.OpenAIConfig` field, for the model settings."""
 
 
 def add_model_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -50,7 +50,7 @@ def add_model_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
 
     ``prefix`` names the options of another model of the same command (``judge-``).
     """
-    from agentunit_gym.eval.model_client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TURN_DEADLINE_S
+    from agentunit_gym.eval.agents.model_client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TURN_DEADLINE_S
 
     who = "the judge" if prefix else "openai agents"
     p.add_argument(f"--{prefix}temperature", type=float, default=None, help=f"{who}: sampling temperature (default 0)")
@@ -77,7 +77,7 @@ def model_settings(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]
     Raises:
         ConfigError: a ``--model-arg`` that is not KEY=VALUE.
     """
-    from agentunit_gym.eval.model_client import parse_model_args
+    from agentunit_gym.eval.agents.model_client import parse_model_args
 
     dest = prefix.replace("-", "_")
     settings = {field: getattr(args, dest + name) for name, field in MODEL_SETTINGS.items()

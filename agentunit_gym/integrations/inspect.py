@@ -5,10 +5,10 @@
 - **dataset**: one sample per task the evaluator would run for the same settings
   (``agentunit-gym eval --env ENV --backend B -n N --seed S [--split ...] [--tasks ...]``):
   the same tasks (its seeded sample of ``n``) and the same per-episode seeds
-  (:func:`~agentunit_gym.eval.plan.plan`). The suite is the bundled one (or one ``split`` of
+  (:func:`~agentunit_gym.eval.plan.work.plan`). The suite is the bundled one (or one ``split`` of
   it), a task file or folder, or a generated set (``generated:ENV:SPLIT:COUNT[:SEED]``).
 - **solver**: :func:`agentunit_agent`. Each sample gets its own env copy, made through the
-  evaluator's env stack (:func:`~agentunit_gym.eval.routing.default_env_factory`, so limits,
+  evaluator's env stack (:func:`~agentunit_gym.eval.plan.routing.default_env_factory`, so limits,
   loop detection and traps behave as under ``agentunit-gym eval``) in tool-calls-only mode
   (``action_format="tools"``) and under the evaluator's ``protocol`` (``-T protocol=agentbench-fc``:
   AgentBench FC's turn limit, endings and tool names), reset on the sample's task with its seed, and closed when

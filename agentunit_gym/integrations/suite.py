@@ -3,7 +3,7 @@
 :func:`resolve_suite` takes an env id and the evaluator's selection settings (backend, split,
 task file or generated set, ``n`` and ``seed``, task ids) and returns a :class:`Suite`: the env
 options the evaluator would make the env with (in tool-calls-only mode) and its planned
-episodes, the same tasks with the same seeds (:func:`~agentunit_gym.eval.plan.plan`). The
+episodes, the same tasks with the same seeds (:func:`~agentunit_gym.eval.plan.work.plan`). The
 inspect_ai adapter (:mod:`agentunit_gym.integrations.inspect`) turns one into an inspect task.
 """
 
@@ -19,10 +19,10 @@ import gymnasium as gym
 from agentunit_gym.core.generation import domain_for_env
 from agentunit_gym.core.registry import env_ids
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.plan import WorkItem, left_out_tasks, list_tasks, plan
-from agentunit_gym.eval.routing import check_task_paths, default_env_factory, full_env_id
-from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.routing import check_task_paths, default_env_factory, full_env_id
+from agentunit_gym.eval.plan.work import WorkItem, left_out_tasks, list_tasks, plan
+from agentunit_gym.eval.run.runner import env_options
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.protocols import DEFAULT_PROTOCOL, ProtocolName, default_invalid_policy
 
@@ -36,7 +36,7 @@ class Suite:
     """What one task of a framework plays: an env id, the evaluator's env options for it, the episodes.
 
     Made by :func:`resolve_suite`; the options are what ``agentunit-gym eval`` would make the
-    env with (:func:`~agentunit_gym.eval.runner.env_options`), plus ``action_format="tools"``.
+    env with (:func:`~agentunit_gym.eval.run.runner.env_options`), plus ``action_format="tools"``.
     """
 
     env_id: str

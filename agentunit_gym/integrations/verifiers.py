@@ -61,7 +61,7 @@ from agentunit_gym.core.chat import ChatStyle, ChatTranscript
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.registry import env_ids, full_env_id
 from agentunit_gym.errors import INFRA_ERRORS, AgentUnitError, ConfigError, MissingDependencyError
-from agentunit_gym.eval.model_errors import ModelAPIError, context_limit_message
+from agentunit_gym.eval.agents.model_errors import ModelAPIError, context_limit_message
 from agentunit_gym.integrations import INTEGRATIONS_EXTRA
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.protocols import ProtocolName

@@ -47,9 +47,9 @@ from agentunit_gym.core.domain import ToolAlias
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths
-from agentunit_gym.eval.routing import backend_for, full_env_id
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.routing import backend_for, full_env_id
+from agentunit_gym.eval.record.records import EpisodeRecord, RecordWriter, RunPaths
 from agentunit_gym.wrappers.aliases import RenameTools
 from agentunit_gym.wrappers.ending import end_episode
 from agentunit_gym.wrappers.info import agent_env
@@ -182,8 +182,8 @@ class RunRecorder:
             self._writer.close()
             if not self.written:
                 return
-            from agentunit_gym.eval.report import write_report
-            from agentunit_gym.eval.summary import summarize
+            from agentunit_gym.eval.report.html import write_report
+            from agentunit_gym.eval.report.summary import summarize
 
             try:
                 summarize(self.root)

@@ -8,8 +8,8 @@ import re
 import socket
 from pathlib import Path
 
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.record.records import read_records
 from tests.cli.clitools import ROOT, cli
 
 

@@ -16,7 +16,7 @@ import pytest
 import agentunit_gym
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.registry import get_domain
-from agentunit_gym.eval.records import load_trace, read_records
+from agentunit_gym.eval.record.records import load_trace, read_records
 from tests.cli.clitools import cli
 
 TASK = "db-weather-03"

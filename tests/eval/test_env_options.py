@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.env_options import parse_env_option, resolve_env_options
-from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.env_options import parse_env_option, resolve_env_options
+from agentunit_gym.eval.run.runner import env_options
 from agentunit_gym.wrappers.protocols import protocol_setup
 
 KG, SHOP, DB = "AgentUnit/KG-v0", "AgentUnit/WebShop-v0", "AgentUnit/DB-v0"

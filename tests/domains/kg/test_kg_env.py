@@ -225,9 +225,9 @@ def test_the_worked_example_is_true_on_the_bundled_graph() -> None:
 def test_agentbench_protocol_answers_every_invalid_reply_and_goes_on(small_store: EmbeddedSPARQL) -> None:
     # AgentBench's KG loop never ends an episode on an invalid reply: the options `eval --protocol
     # agentbench` gives a KG env (the domain's preset) keep it going to the turn limit.
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.routing import default_env_factory
-    from agentunit_gym.eval.runner import env_options
+    from agentunit_gym.eval.plan.config import EvalConfig
+    from agentunit_gym.eval.plan.routing import default_env_factory
+    from agentunit_gym.eval.run.runner import env_options
     from agentunit_gym.wrappers.protocols import protocol_setup
 
     setup = protocol_setup("AgentUnit/KG-v0", "agentbench")

@@ -131,9 +131,9 @@ def test_registered_env_passes_check_env_and_runs_the_bundled_suite_ids() -> Non
 def test_agentbench_protocol_goes_on_after_a_refused_click_and_ends_on_no_action(
         shop_backend: EmbeddedShopBackend, small_goals: list[WebShopTask]) -> None:
     # What `eval --protocol agentbench` gives a WebShop env, from the domain's preset.
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.routing import default_env_factory
-    from agentunit_gym.eval.runner import env_options
+    from agentunit_gym.eval.plan.config import EvalConfig
+    from agentunit_gym.eval.plan.routing import default_env_factory
+    from agentunit_gym.eval.run.runner import env_options
     from agentunit_gym.wrappers.protocols import protocol_setup
 
     setup = protocol_setup("AgentUnit/WebShop-v0", "agentbench")
