@@ -36,9 +36,9 @@ from typing import Any
 import gymnasium as gym
 
 import agentunit_gym  # noqa: F401 - registers the envs
-from agentunit_gym.eval.agents import OracleAgent, resolve_agent
-from agentunit_gym.eval.fake_server import FakeChatServer, reference_responder
-from agentunit_gym.eval.runner import EvalConfig, RunPaths, VectorMode, read_records, run_episodes
+from agentunit_gym.eval.agents.builtin import OracleAgent, resolve_agent
+from agentunit_gym.eval.agents.fake_server import FakeChatServer, reference_responder
+from agentunit_gym.eval.run.runner import EvalConfig, RunPaths, VectorMode, read_records, run_episodes
 
 VECTOR_MODES: tuple[VectorMode, ...] = ("sync", "threads", "async")
 OS_TARGET = 15.0
@@ -82,7 +82,7 @@ def run_ours(env: str, backend: str, concurrency: int, episodes: int | None, *, 
 
 
 def _env_factory(env_id: str, options: dict[str, Any]) -> gym.Env[str, str]:
-    from agentunit_gym.eval.runner import default_env_factory
+    from agentunit_gym.eval.run.runner import default_env_factory
 
     return default_env_factory(env_id, options)
 

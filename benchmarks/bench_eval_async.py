@@ -74,11 +74,11 @@ from lockstep import run_lockstep_episodes
 from timing import machine_busy_s, own_cpu_s
 
 import agentunit_gym  # noqa: F401 - registers the envs
-from agentunit_gym.eval.agents import OracleAgent
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.plan import list_tasks, plan
-from agentunit_gym.eval.records import RunPaths, read_records
-from agentunit_gym.eval.runner import run_episodes
+from agentunit_gym.eval.agents.builtin import OracleAgent
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.work import list_tasks, plan
+from agentunit_gym.eval.record.records import RunPaths, read_records
+from agentunit_gym.eval.run.runner import run_episodes
 
 MEDIAN_S = 0.5
 SIGMA = 0.8

@@ -20,8 +20,8 @@ from typing import Any
 
 from timing import summary, timed
 
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import ModelClient, OpenAIConfig
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import ModelClient, OpenAIConfig
 
 MESSAGES = [{"role": "system", "content": "You are an agent." * 20}, {"role": "user", "content": "ls -la /tmp"}]
 

@@ -28,10 +28,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentunit_gym.eval.agents import OracleAgent  # noqa: E402
-from agentunit_gym.eval.config import EvalConfig  # noqa: E402
+from agentunit_gym.eval.agents.builtin import OracleAgent  # noqa: E402
 from agentunit_gym.eval.evaluate import evaluate  # noqa: E402
-from agentunit_gym.eval.records import read_records  # noqa: E402
+from agentunit_gym.eval.plan.config import EvalConfig  # noqa: E402
+from agentunit_gym.eval.record.records import read_records  # noqa: E402
 from tests.eval.raynodes import RAY_ENV, two_node_cluster  # noqa: E402
 
 DELAY_S = 0.25
@@ -69,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     DELAY_S = args.delay
     os.environ.update(RAY_ENV)
-    from agentunit_gym.eval.cluster import connect_cluster
+    from agentunit_gym.eval.run.cluster import connect_cluster
 
     config = EvalConfig(envs=("DB-v0",), backends=("sqlite",), agent="delayed-oracle", n=args.episodes,
                         runs=args.runs, concurrency=args.concurrency)

@@ -40,7 +40,7 @@ import gymnasium as gym
 from timing import summary, write_result
 
 import agentunit_gym  # noqa: F401
-from agentunit_gym.eval.agents import RandomAgent
+from agentunit_gym.eval.agents.builtin import RandomAgent
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"DB-v0": "sqlite", "KG-v0": "embedded"}

@@ -1,5 +1,5 @@
 """The lockstep loop, kept as a baseline for the benchmarks (no longer in the package: the
-evaluator's one engine is :mod:`agentunit_gym.eval.episodes`).
+evaluator's one engine is :mod:`agentunit_gym.eval.run.engine`).
 
 Each turn the agents of every copy act in a thread pool, then one ``step`` of a vector env
 runs every copy's action: every episode moves at the pace of the slowest reply of its turn.
@@ -37,15 +37,15 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from agentunit_gym.errors import BackendTimeoutError, ConfigError, EpisodeStateError
-from agentunit_gym.eval.agents import AgentFactory, act_blocking, needs_reference, reset_agent
-from agentunit_gym.eval.config import EvalConfig, VectorMode
-from agentunit_gym.eval.deadlines import STEP_GRACE_S
-from agentunit_gym.eval.plan import WorkItem, list_tasks, plan
-from agentunit_gym.eval.records import RecordWriter, RunPaths, check_run_dir
-from agentunit_gym.eval.routing import EnvFactory, default_env_factory, full_env_id
-from agentunit_gym.eval.runner import RunOutcome, env_options
-from agentunit_gym.eval.schedule import Assignment, Packet, ScheduleEpisodes
-from agentunit_gym.eval.slots import (
+from agentunit_gym.eval.agents.builtin import AgentFactory, act_blocking, needs_reference, reset_agent
+from agentunit_gym.eval.plan.config import EvalConfig, VectorMode
+from agentunit_gym.eval.plan.routing import EnvFactory, default_env_factory, full_env_id
+from agentunit_gym.eval.plan.work import WorkItem, list_tasks, plan
+from agentunit_gym.eval.record.records import RecordWriter, RunPaths, check_run_dir
+from agentunit_gym.eval.run.deadlines import STEP_GRACE_S
+from agentunit_gym.eval.run.runner import RunOutcome, env_options
+from agentunit_gym.eval.run.schedule import Assignment, Packet, ScheduleEpisodes
+from agentunit_gym.eval.run.slots import (
     RecordSink,
     Slot,
     WorkQueue,

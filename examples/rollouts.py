@@ -36,7 +36,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 import agentunit_gym  # noqa: F401 - registers the AgentUnit/* ids
 from agentunit_gym.errors import AgentUnitError
 from agentunit_gym.eval.agents import RandomAgent, act_blocking, reset_agent, resolve_agent
-from agentunit_gym.eval.export import trajectory_row, write_rows
+from agentunit_gym.eval.record.export import trajectory_row, write_rows
 from agentunit_gym.tasks.spec import AnswerKey
 from agentunit_gym.wrappers import ChatMessages
 
@@ -95,7 +95,7 @@ def collect(env_id: str = "AgentUnit/DB-v0", *, episodes: int = 1000, num_envs: 
         seed: episode k of the run is reset with seed ``seed + k``.
 
     Returns:
-        One row per finished episode (the columns of ``agentunit_gym.eval.export.TRAJECTORY_COLUMNS``).
+        One row per finished episode (the columns of ``agentunit_gym.eval.record.export.TRAJECTORY_COLUMNS``).
     """
     full_id = env_id if "/" in env_id else f"AgentUnit/{env_id}"
     if base_url or model:

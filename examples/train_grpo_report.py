@@ -2,7 +2,7 @@
 
 Reads the raw results (every evaluation episode and the per-step training records) and writes
 the summary that benchmarks/results/train_grpo.json holds, with the intervals of the
-project's statistics (``agentunit_gym.eval.stats``): a task's repeats are resampled together
+project's statistics (``agentunit_gym.eval.report.stats``): a task's repeats are resampled together
 (cluster bootstrap), and each difference is paired by task (the same tasks and seeds on both
 sides). The plot needs matplotlib (the training venv has it).
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from agentunit_gym.eval.stats import (
+from agentunit_gym.eval.report.stats import (
     bootstrap,
     cluster_sums,
     difference_draws,

@@ -200,7 +200,7 @@ baselines() {
   mkdir -p "$out"
   start_server "$out/server.log"
   # Every exchange with the model, recorded in front of the server (docs/agents.md's examples).
-  "$py" -m agentunit_gym.eval.recording_proxy --upstream "http://127.0.0.1:$PORT" --log "$out/exchanges.jsonl" \
+  "$py" -m agentunit_gym.eval.agents.recording_proxy --upstream "http://127.0.0.1:$PORT" --log "$out/exchanges.jsonl" \
     >"$out/proxy.url" 2>"$out/proxy.log" &
   local proxy_pid=$!
   trap 'kill $proxy_pid 2>/dev/null || true; stop_server' EXIT INT TERM

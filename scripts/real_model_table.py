@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from agentunit_gym.eval.records import iter_records
+from agentunit_gym.eval.record.records import iter_records
 
 
 def mix(counter: Counter[str]) -> str:

@@ -1,4 +1,4 @@
-"""A runtime check of an ``info`` dict against its TypedDict (core/info.py, wrappers/keys.py, eval/info.py):
+"""A runtime check of an ``info`` dict against its TypedDict (core/info.py, wrappers/keys.py, eval/agents/info.py):
 every required key present, no undeclared key, every value of its declared type. The tests of
 the wrappers' and the evaluator's ``info`` share it."""
 

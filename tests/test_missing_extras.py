@@ -58,20 +58,20 @@ def _remote_env() -> Any:
 
 
 def _openai_agent() -> Any:
-    from agentunit_gym.eval.agents import resolve_agent
+    from agentunit_gym.eval.agents.builtin import resolve_agent
 
     _, factory = resolve_agent("openai:some-model", base_url="http://127.0.0.1:9/v1", check_endpoint=False)
     return factory()
 
 
 def _parquet(tmp_path: Path) -> Any:
-    from agentunit_gym.eval.export import write_rows
+    from agentunit_gym.eval.record.export import write_rows
 
     return write_rows([{"a": 1}], tmp_path / "rows.parquet")
 
 
 def _ray() -> Any:
-    from agentunit_gym.eval.cluster import connect_cluster
+    from agentunit_gym.eval.run.cluster import connect_cluster
 
     return connect_cluster("local")
 

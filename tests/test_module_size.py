@@ -25,8 +25,8 @@ def test_no_module_over_the_limit(folder: str) -> None:
 
 
 def test_the_metrics_package_keeps_the_old_import_path() -> None:
-    from agentunit_gym.eval import metrics
-    from agentunit_gym.eval.metrics.compute import compute_metrics
+    from agentunit_gym.eval.report import metrics
+    from agentunit_gym.eval.report.metrics.compute import compute_metrics
 
     assert metrics.compute_metrics is compute_metrics
     assert {"Episode", "MetricValue", "MetricDef", "CATALOG", "finish_distribution", "group_by_task",

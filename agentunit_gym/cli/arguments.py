@@ -42,7 +42,7 @@ MODEL_SETTINGS: dict[str, str] = {
     "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
     "request_timeout": "request_timeout_s", "turn_deadline": "turn_deadline_s",
 }
-"""Option dest -> :class:`~agentunit_gym.eval.model_client.OpenAIConfig` field, for the model settings."""
+"""Option dest -> :class:`~agentunit_gym.eval.agents.model_client.OpenAIConfig` field, for the model settings."""
 
 
 def add_model_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -50,7 +50,7 @@ def add_model_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
 
     ``prefix`` names the options of another model of the same command (``judge-``).
     """
-    from agentunit_gym.eval.model_client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TURN_DEADLINE_S
+    from agentunit_gym.eval.agents.model_client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TURN_DEADLINE_S
 
     who = "the judge" if prefix else "openai agents"
     p.add_argument(f"--{prefix}temperature", type=float, default=None, help=f"{who}: sampling temperature (default 0)")
@@ -77,7 +77,7 @@ def model_settings(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]
     Raises:
         ConfigError: a ``--model-arg`` that is not KEY=VALUE.
     """
-    from agentunit_gym.eval.model_client import parse_model_args
+    from agentunit_gym.eval.agents.model_client import parse_model_args
 
     dest = prefix.replace("-", "_")
     settings = {field: getattr(args, dest + name) for name, field in MODEL_SETTINGS.items()
@@ -88,4 +88,44 @@ def model_settings(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]
     return settings
 
 
-__all__ = ["MODEL_SETTINGS", "add_model_options", "fraction", "model_settings", "positive_float", "positive_int"]
+def add_protocol_options(parser: argparse.ArgumentParser, *, served_stack: bool = False) -> None:
+    """``--protocol`` and ``--agentbench-root`` of a command that serves envs (``serve``, ``mcp``):
+    the same switch as ``eval --protocol`` (``make_eval_env(protocol=...)``).
+
+    Args:
+        served_stack: the command serves the bare env without ``--protocol`` (``serve``), and the
+            evaluator's stack under that protocol with it; the help says so.
+    """
+    from pathlib import Path
+
+    from agentunit_gym.wrappers.protocols import PROTOCOLS
+
+    stack = (" With it, each session plays the evaluator's env stack (make_eval_env) under the protocol, as "
+             "`eval --protocol` does; without it, the bare env." if served_stack else "")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                        help="agentunit (default) | agentbench: AgentBench's settings at once (an invalid reply ends "
+                             "the episode, the domain's AgentBench turn limit, its observation caps) | "
+                             "agentbench-fc: the same with AgentBench FC's tool names." + stack)
+    parser.add_argument("--agentbench-root", type=Path, default=None, metavar="DIR",
+                        help="an AgentBench checkout (v0.2, the text protocol): under --protocol agentbench each "
+                             "episode opens with AgentBench's own instructions and one-shot, read from it")
+
+
+def protocol_root(args: argparse.Namespace) -> str | None:
+    """``--agentbench-root`` as an absolute path, None when not given.
+
+    Raises:
+        ConfigError: ``--agentbench-root`` without ``--protocol agentbench``.
+    """
+    from agentunit_gym.errors import ConfigError
+
+    if args.agentbench_root is None:
+        return None
+    if args.protocol != "agentbench":
+        raise ConfigError("--agentbench-root gives AgentBench's prompts to --protocol agentbench; add that "
+                          f"protocol or drop the option (the protocol given: {args.protocol or 'agentunit'}).")
+    return str(args.agentbench_root.resolve())
+
+
+__all__ = ["MODEL_SETTINGS", "add_model_options", "add_protocol_options", "fraction", "model_settings",
+           "positive_float", "positive_int", "protocol_root"]

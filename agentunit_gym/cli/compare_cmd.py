@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
 
 def task_set_note(run_a: Path, run_b: Path) -> str:
     """A sentence when the two runs did not run the same tasks (empty when they did)."""
-    from agentunit_gym.eval.compare import pairing
-    from agentunit_gym.eval.summary import load_episodes
+    from agentunit_gym.eval.report.compare import pairing
+    from agentunit_gym.eval.report.summary import load_episodes
 
     how = pairing(load_episodes(run_a)[1], load_episodes(run_b)[1])
     if how.only_a == 0 and how.only_b == 0:
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from agentunit_gym.cli.console import table_console
-    from agentunit_gym.eval.compare import compare_runs
-    from agentunit_gym.eval.report import fmt
+    from agentunit_gym.eval.report.compare import compare_runs
+    from agentunit_gym.eval.report.html import fmt
 
     rows = compare_runs(args.run_a, args.run_b, seed=args.seed)
     note = task_set_note(args.run_a, args.run_b)

@@ -19,8 +19,9 @@ from agentunit_gym.cli.arguments import (
 )
 from agentunit_gym.core import registry
 from agentunit_gym.errors import EXIT_ENDPOINT_DOWN, ConfigError, EndpointDownError
-from agentunit_gym.eval.config import PROTOCOLS
+from agentunit_gym.eval.plan.config import PROTOCOLS
 from agentunit_gym.tasks.splits import SPLITS
+from agentunit_gym.wrappers.protocols import DEFAULT_PROTOCOL, default_invalid_policy
 
 # Options that define a run (stored in config.json). Their parser default is None, so a
 # resume can tell "not given" (take the stored value) from "given" (must match it).
@@ -164,8 +165,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     from pydantic import ValidationError
 
     from agentunit_gym.core.task_sources import load_sources, tasks_by_domain
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.evaluate import latest_run_dir, stored_config
+    from agentunit_gym.eval.plan.config import EvalConfig
+    from agentunit_gym.eval.record.run_dir import latest_run_dir, stored_config
 
     _check_output(args.output)
     output = args.output
@@ -205,8 +206,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     agent_settings.update(model_settings(args))
     data = {**stored, **{k: v for k, v in given.items() if v is not None}, "agent_settings": agent_settings}
     if args.env_option:
-        from agentunit_gym.eval.env_options import resolve_env_options
-        from agentunit_gym.eval.routing import full_env_id
+        from agentunit_gym.eval.plan.env_options import resolve_env_options
+        from agentunit_gym.eval.plan.routing import full_env_id
 
         run_envs = [full_env_id(e) for e in (data.get("envs") or env_ids())]
         merged = {k: dict(v) for k, v in stored.get("env_options_by_env", {}).items()}
@@ -217,9 +218,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     if not stored:
         data.setdefault("envs", env_ids())
         data.setdefault("agent", _DEFAULTS["agent"])
-        protocol = data.get("protocol") or "agentunit"
         if data.get("invalid_action") is None:
-            data["invalid_action"] = "continue" if protocol == "agentunit" else "terminate"
+            data["invalid_action"] = default_invalid_policy(data.get("protocol") or DEFAULT_PROTOCOL)
     _set_agentbench_root(data, args.agentbench_root)
     try:
         return EvalConfig.model_validate(data), output
@@ -256,7 +256,7 @@ def _set_agentbench_root(data: dict[str, Any], given: Path | None) -> None:
     if root is None:
         return
     from agentunit_gym.errors import AgentBenchCheckoutError
-    from agentunit_gym.eval.routing import full_env_id
+    from agentunit_gym.eval.plan.routing import full_env_id
 
     try:
         for env_id in data.get("envs") or ():
@@ -282,7 +282,8 @@ def check_agentbench_prompts(config: Any) -> list[str]:
     Raises:
         AgentBenchCheckoutError: a task module is missing or laid out otherwise.
     """
-    from agentunit_gym.eval.routing import env_domain, scripted_conversation
+    from agentunit_gym.eval.plan.routing import env_domain
+    from agentunit_gym.wrappers.protocols import scripted_conversation
 
     lines = []
     for env_id in config.envs:
@@ -303,8 +304,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from agentunit_gym.core.task_sources import load_sources, problems_of
-    from agentunit_gym.eval.agents import resolve_agent
-    from agentunit_gym.eval.routing import check_task_paths
+    from agentunit_gym.eval.agents.builtin import resolve_agent
+    from agentunit_gym.eval.plan.routing import check_task_paths
 
     config, output = build_config(args)
     err = Console(stderr=True, quiet=args.quiet, highlight=False)
@@ -340,12 +341,12 @@ def run(args: argparse.Namespace) -> int:
         agent_options["max_rps"] = settings["max_rps"]
     agent_options.update({k: v for k, v in settings.items() if k in (*MODEL_SETTINGS.values(), "extra_body")})
     if args.prices is not None:
-        from agentunit_gym.eval.openai_agent import load_price_table
+        from agentunit_gym.eval.agents.openai_agent import load_price_table
 
         agent_options["prices"] = load_price_table(args.prices)
     remote = None
     if args.ray is not None:  # before anything on disk: an unreachable cluster leaves nothing behind
-        from agentunit_gym.eval.cluster import connect_cluster
+        from agentunit_gym.eval.run.cluster import connect_cluster
 
         if config.vector is not None:
             raise ConfigError("--ray makes the env copies on the cluster's nodes; drop --vector (where the copies "
@@ -369,8 +370,9 @@ def _run(args: argparse.Namespace, config: Any, output: Path | None, agent_facto
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentunit_gym.cli.console import table_console
-    from agentunit_gym.eval.evaluate import RunStopped, evaluate, prepare_run_dir
-    from agentunit_gym.eval.records import EpisodeRecord
+    from agentunit_gym.eval.evaluate import RunStopped, evaluate
+    from agentunit_gym.eval.record.records import EpisodeRecord
+    from agentunit_gym.eval.record.run_dir import prepare_run_dir
 
     run_dir = prepare_run_dir(config, output, resume=args.resume)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -436,7 +438,7 @@ def print_summary(console: Any, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     from agentunit_gym.core.finish import FinishReason
-    from agentunit_gym.eval.report import fmt, headline_names, model_settings_line, prompt_source_line
+    from agentunit_gym.eval.report.html import fmt, headline_names, model_settings_line, prompt_source_line
 
     config = summary.get("config") or {}
     console.print(f"protocol: {config.get('protocol', 'agentunit')}, "

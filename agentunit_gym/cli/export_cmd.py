@@ -29,8 +29,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentunit_gym.eval.export import export_run
-    from agentunit_gym.eval.trainer_columns import VERL_AGENT_NAME
+    from agentunit_gym.eval.record.export import export_run
+    from agentunit_gym.eval.record.trainer_columns import VERL_AGENT_NAME
 
     result = export_run(args.run_dir, args.output, fmt=args.format, style=args.style,
                         agent_name=args.agent_name or VERL_AGENT_NAME)

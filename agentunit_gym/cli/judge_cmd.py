@@ -100,7 +100,7 @@ def judge_with_progress(run_dir: Path, config: Any, *, quiet: bool) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from agentunit_gym.eval.judge.apply import judge_and_report
+    from agentunit_gym.eval.judging import judge_and_report
 
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -118,7 +118,7 @@ def print_judge_summary(console: Any, summary: dict[str, Any]) -> None:
     """The judged metrics, the agreement and the dropped criteria, as rich tables."""
     from rich.table import Table
 
-    from agentunit_gym.eval.report import fmt
+    from agentunit_gym.eval.report.html import fmt
 
     block = summary.get("judge")
     if not block:

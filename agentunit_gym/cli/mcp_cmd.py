@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentunit_gym.cli.arguments import add_protocol_options, protocol_root
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -32,6 +34,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--idle-timeout", type=float, default=1800.0,
                    help="http: end an episode whose session was silent this many seconds (default 1800)")
     p.add_argument("--full-text", action="store_true", help="record whole texts in traces (not capped at 4000)")
+    add_protocol_options(p)
     p.set_defaults(func=run)
 
 
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.transport == "http":
         check_binding(args.host, token)  # before the env starts: a refusal costs nothing
     settings = EpisodeSettings(env_id=args.env, backend=args.backend, task_id=args.task_id, seed=args.seed,
-                               output=args.output, full_text=args.full_text)
+                               output=args.output, full_text=args.full_text, protocol=args.protocol or "agentunit",
+                               agentbench_root=protocol_root(args))
     # stdio has one session, which ends with the pipe: no idle limit there.
     idle = args.idle_timeout if args.transport == "http" and args.idle_timeout > 0 else None
     pool = EpisodePool(settings, max_sessions=args.max_sessions, idle_timeout_s=idle)

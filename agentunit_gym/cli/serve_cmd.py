@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any
 
+from agentunit_gym.cli.arguments import add_protocol_options, protocol_root
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -38,6 +40,7 @@ def register(subparsers: Any) -> None:
                         "cannot isolate) stops the server at start, not every session's first reset")
     p.add_argument("--env-kwargs", default=None, metavar="JSON",
                    help='more gym.make options as a JSON object, e.g. \'{"max_steps": 10}\'')
+    add_protocol_options(p, served_stack=True)
     p.set_defaults(func=run)
 
 
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
                              idle_timeout_s=args.idle_timeout,
                              warm=args.warm, max_action_chars=args.max_action_chars,
                              max_request_bytes=args.max_request_bytes, env_kwargs=env_kwargs,
-                             check_reset=args.check_reset)
+                             check_reset=args.check_reset,
+                             protocol=args.protocol, agentbench_root=protocol_root(args))
     except ValueError as exc:  # pydantic's ValidationError: a bound broken
         raise ConfigError(f"invalid serve option: {exc}") from exc
 

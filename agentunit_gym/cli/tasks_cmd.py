@@ -288,7 +288,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from agentunit_gym.cli.console import ItemProgress, table_console
-    from agentunit_gym.eval.records import EpisodeRecord
+    from agentunit_gym.eval.record.records import EpisodeRecord
     from agentunit_gym.eval.taskcheck import check_tasks
     from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
@@ -298,7 +298,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     options: dict[str, dict[str, Any]] = {}
     if args.env_option:  # checked against the envs the paths hold tasks of; none: check_tasks says why
         from agentunit_gym.core.task_sources import tasks_by_domain
-        from agentunit_gym.eval.env_options import resolve_env_options
+        from agentunit_gym.eval.plan.env_options import resolve_env_options
 
         run_envs = [get_domain(name).envs[0].id for name in tasks_by_domain(load_sources(args.paths))]
         options = resolve_env_options(args.env_option, run_envs, args.backends or ("auto",)) if run_envs else {}

@@ -1,8 +1,8 @@
 """An episode as OpenAI chat messages: the one builder every part of the package uses.
 
-The built-in OpenAI-compatible agent (:mod:`agentunit_gym.eval.openai_agent`), the
+The built-in OpenAI-compatible agent (:mod:`agentunit_gym.eval.agents.openai_agent`), the
 :class:`~agentunit_gym.wrappers.chat.ChatMessages` wrapper and the trajectory export
-(:mod:`agentunit_gym.eval.export`) all build the conversation with :class:`ChatTranscript`,
+(:mod:`agentunit_gym.eval.record.export`) all build the conversation with :class:`ChatTranscript`,
 so what the evaluator sends a model and what a trainer trains on are the same messages.
 
 A conversation has a *style*, the same values as the agent's ``OpenAIConfig.mode``:

@@ -270,11 +270,12 @@ class ToolAlias:
 
 @dataclass(frozen=True)
 class ProtocolPreset:
-    """What the domain changes under a named evaluation protocol (``eval --protocol NAME``).
+    """What the domain changes under a named evaluation protocol (``eval --protocol NAME``,
+    ``make_eval_env(env_id, protocol=NAME)``).
 
-    The evaluator applies the protocol's generic settings itself (for ``agentbench``: end
-    the episode on an invalid action, the domain's :attr:`Domain.step_limit` for every
-    task); a preset adds what only the domain knows.
+    The protocol switch (:mod:`agentunit_gym.wrappers.protocols`) applies the protocol's generic
+    settings (for ``agentbench``: end the episode on an invalid action, the domain's
+    :attr:`Domain.step_limit` for every task) and this preset, which adds what only the domain knows.
     """
 
     env_options: Mapping[str, Any] = field(default_factory=dict)

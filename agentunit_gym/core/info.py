@@ -17,7 +17,7 @@ The env's keys, each a ``TypedDict`` that mypy checks where the keys are written
 Each wrapper declares the keys it adds in the wrappers' layer (:mod:`agentunit_gym.wrappers.keys`:
 ``WrappedResetInfo`` and ``WrappedStepInfo`` are these plus the wrappers'). The evaluator adds a
 few keys of its own on top (``seed``, ``reference_actions``, ``aborted``:
-:mod:`agentunit_gym.eval.info`). The tables in docs/core.md (the env's keys), docs/wrappers.md
+:mod:`agentunit_gym.eval.agents.info`). The tables in docs/core.md (the env's keys), docs/wrappers.md
 (the wrappers' keys) and docs/agents.md (the evaluator's) are the reference for what each key
 means.
 """
@@ -167,7 +167,7 @@ class EndInfo(TypedDict):
 
 SEED_KEY = "seed"
 """The reset-``info`` key carrying the episode's reset seed (written by the evaluator,
-:mod:`agentunit_gym.eval.info`; read here so any layer's agent can, domains' baselines too)."""
+:mod:`agentunit_gym.eval.agents.info`; read here so any layer's agent can, domains' baselines too)."""
 
 
 def reset_seed(info: Mapping[str, Any]) -> int | None:

@@ -27,10 +27,10 @@ from agentunit_gym.core.registry import get_domain
 from agentunit_gym.core.task_sources import TaskSource, load_sources, problems_of, tasks_by_domain
 from agentunit_gym.errors import EndpointRequiredError, NoTasksError, RunStoppedError
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.records import EpisodeRecord, RunPaths, read_records
-from agentunit_gym.eval.routing import env_domain
-from agentunit_gym.eval.runner import EvalConfig
-from agentunit_gym.eval.slots import ProgressFn
+from agentunit_gym.eval.plan.routing import env_domain
+from agentunit_gym.eval.record.records import EpisodeRecord, RunPaths, read_records
+from agentunit_gym.eval.run.runner import EvalConfig
+from agentunit_gym.eval.run.slots import ProgressFn
 from agentunit_gym.tasks.spec import NEEDS_NETWORK
 
 _LOCATION = re.compile(r"(?::\d+|#[^#/]+)$")
@@ -244,8 +244,8 @@ def check_tasks(paths: Sequence[str | Path], *, backends: Sequence[str] = ("auto
 def _envs_needing_a_server(config: EvalConfig) -> dict[str, str]:
     """The envs of ``config`` that cannot start because their tasks need a server the user must
     name and none was given, with the first sentence of why (each env is made once and closed)."""
-    from agentunit_gym.eval.routing import default_env_factory
-    from agentunit_gym.eval.runner import env_options
+    from agentunit_gym.eval.plan.routing import default_env_factory
+    from agentunit_gym.eval.run.runner import env_options
 
     found: dict[str, str] = {}
     for env_id in config.envs:

@@ -5,12 +5,13 @@
 - **dataset**: one sample per task the evaluator would run for the same settings
   (``agentunit-gym eval --env ENV --backend B -n N --seed S [--split ...] [--tasks ...]``):
   the same tasks (its seeded sample of ``n``) and the same per-episode seeds
-  (:func:`~agentunit_gym.eval.plan.plan`). The suite is the bundled one (or one ``split`` of
+  (:func:`~agentunit_gym.eval.plan.work.plan`). The suite is the bundled one (or one ``split`` of
   it), a task file or folder, or a generated set (``generated:ENV:SPLIT:COUNT[:SEED]``).
 - **solver**: :func:`agentunit_agent`. Each sample gets its own env copy, made through the
-  evaluator's env stack (:func:`~agentunit_gym.eval.routing.default_env_factory`, so limits,
+  evaluator's env stack (:func:`~agentunit_gym.eval.plan.routing.default_env_factory`, so limits,
   loop detection and traps behave as under ``agentunit-gym eval``) in tool-calls-only mode
-  (``action_format="tools"``), reset on the sample's task with its seed, and closed when
+  (``action_format="tools"``) and under the evaluator's ``protocol`` (``-T protocol=agentbench-fc``:
+  AgentBench FC's turn limit, endings and tool names), reset on the sample's task with its seed, and closed when
   the sample ends. The conversation opens as the built-in agent's ``tools`` conversation
   (:class:`~agentunit_gym.core.chat.ChatTranscript`); then inspect's ReAct agent
   (``inspect_ai.agent.react`` without its own submit tool) runs with the env's tools as
@@ -50,7 +51,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import gymnasium as gym
 
@@ -59,6 +60,7 @@ from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import INFRA_ERRORS, AgentUnitError, BackendError, ConfigError, MissingDependencyError
 from agentunit_gym.integrations.suite import Suite, resolve_suite
 from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.protocols import PROTOCOLS, ProtocolName
 
 INSPECT_EXTRA = "inspect"
 """The extra that installs inspect_ai."""
@@ -326,7 +328,7 @@ def agentunit_scorer() -> Scorer:
 @task  # type: ignore[untyped-decorator, unused-ignore]  # untyped without inspect_ai
 def agentunit(env: str, split: str | None = None, tasks: str | None = None, n: int | None = None,
               seed: int = 0, backend: str | None = None, task_ids: str | list[str] | None = None,
-              examples: bool = True) -> Task:
+              examples: bool = True, protocol: str = "agentunit") -> Task:
     """One AgentUnit env's suite as an inspect task (module docstring).
 
     Args:
@@ -338,6 +340,8 @@ def agentunit(env: str, split: str | None = None, tasks: str | None = None, n: i
         backend: the env's backend (``sqlite``, ``local``, ``embedded`` ...); None for the default.
         task_ids: only these tasks (a comma-separated string on inspect's command line).
         examples: put the domain's worked example in the conversation.
+        protocol: ``agentunit`` (default), ``agentbench`` or ``agentbench-fc``: the episodes play under
+            that protocol, as under ``agentunit-gym eval --protocol`` (``-T protocol=agentbench-fc``).
 
     Returns:
         An inspect ``Task`` with :func:`agentunit_agent` and :func:`agentunit_scorer`.
@@ -346,11 +350,14 @@ def agentunit(env: str, split: str | None = None, tasks: str | None = None, n: i
         ConfigError, TaskFileError: as :func:`resolve_suite`.
     """
     ids = [t for t in task_ids.split(",") if t] if isinstance(task_ids, str) else list(task_ids or [])
-    suite = resolve_suite(env, split=split, tasks=tasks, n=n, seed=seed, backend=backend, task_ids=ids)
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}.")
+    suite = resolve_suite(env, split=split, tasks=tasks, n=n, seed=seed, backend=backend, task_ids=ids,
+                          protocol=cast(ProtocolName, protocol))
     return Task(dataset=samples(suite), solver=agentunit_agent(suite, examples=examples), scorer=agentunit_scorer(),
                 name=f"agentunit-{suite.env_id.split('/')[-1]}",
                 metadata={"env_id": suite.env_id, "backend": suite.options.get("backend"), "split": split,
-                          "tasks": tasks, "n": n, "seed": seed})
+                          "tasks": tasks, "n": n, "seed": seed, "protocol": protocol})
 
 
 __all__ = ["INSPECT_EXTRA", "METADATA_KEY", "Episode", "Suite", "agentunit", "agentunit_agent", "agentunit_scorer",

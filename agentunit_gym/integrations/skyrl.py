@@ -31,8 +31,6 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
-
 from agentunit_gym.core.chat import CHAT_STYLES, ChatStyle
 from agentunit_gym.core.registry import env_ids, full_env_id
 from agentunit_gym.errors import INFRA_ERRORS, ConfigError, EpisodeStateError, MissingDependencyError
@@ -41,6 +39,7 @@ from agentunit_gym.wrappers.chat import ChatMessages
 from agentunit_gym.wrappers.info import agent_env
 from agentunit_gym.wrappers.limits import LimitEpisode
 from agentunit_gym.wrappers.registration import register_envs
+from agentunit_gym.wrappers.stack import make_protocol_env
 
 try:
     import skyrl_gym
@@ -52,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in CI
 ENTRY_POINT = "agentunit_gym.integrations.skyrl:AgentUnitTextEnv"
 """What the ``skyrl_gym`` registry imports to make an env."""
 
-CONFIG_KEYS = ("backend", "style", "examples", "env_kwargs")
+CONFIG_KEYS = ("backend", "style", "examples", "env_kwargs", "protocol", "agentbench_root")
 """The keys of ``env_config`` this adapter reads (SkyRL's ``env_class`` key is ignored)."""
 
 DEFAULT_STYLE: ChatStyle = "react"
@@ -114,7 +113,10 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
         env_config: SkyRL's per-env-class config (a mapping or an omegaconf ``DictConfig``):
             ``backend`` (the env's backend, default the embedded one), ``style`` (``react``,
             default, or ``tools``), ``examples`` (put the worked example in the prompt,
-            default True), ``env_kwargs`` (other keyword arguments of ``gym.make``).
+            default True), ``env_kwargs`` (other keyword arguments of ``gym.make``), ``protocol``
+            (``agentbench``, ``agentbench-fc``: the evaluator's stack under that protocol,
+            :func:`~agentunit_gym.wrappers.stack.make_eval_env`; default none, the bare env) and
+            ``agentbench_root`` (a checkout whose prompts open episodes under ``agentbench``).
         extras: the dataset row's fields SkyRL passes: the task from ``task_id``,
             ``extra_info.task_id`` or ``reward_spec.ground_truth`` (the export's columns), else
             the seeded RNG picks; the seed from ``extra_info.seed`` or ``seed``; ``max_turns``
@@ -145,7 +147,8 @@ class AgentUnitTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
         if config.get("backend") is not None:
             make_kwargs["backend"] = config["backend"]
         register_envs()
-        inner: gym.Env[str, str] = gym.make(full, **make_kwargs)
+        inner = make_protocol_env(full, config.get("protocol"), agentbench_root=config.get("agentbench_root"),
+                                  **make_kwargs)
         max_turns = self.extras.get("max_turns")
         if max_turns is not None:
             if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:

@@ -3,7 +3,7 @@
 :func:`resolve_suite` takes an env id and the evaluator's selection settings (backend, split,
 task file or generated set, ``n`` and ``seed``, task ids) and returns a :class:`Suite`: the env
 options the evaluator would make the env with (in tool-calls-only mode) and its planned
-episodes, the same tasks with the same seeds (:func:`~agentunit_gym.eval.plan.plan`). The
+episodes, the same tasks with the same seeds (:func:`~agentunit_gym.eval.plan.work.plan`). The
 inspect_ai adapter (:mod:`agentunit_gym.integrations.inspect`) turns one into an inspect task.
 """
 
@@ -19,11 +19,12 @@ import gymnasium as gym
 from agentunit_gym.core.generation import domain_for_env
 from agentunit_gym.core.registry import env_ids
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.plan import WorkItem, left_out_tasks, list_tasks, plan
-from agentunit_gym.eval.routing import check_task_paths, default_env_factory, full_env_id
-from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.routing import check_task_paths, default_env_factory, full_env_id
+from agentunit_gym.eval.plan.work import WorkItem, left_out_tasks, list_tasks, plan
+from agentunit_gym.eval.run.runner import env_options
 from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.protocols import DEFAULT_PROTOCOL, ProtocolName, default_invalid_policy
 
 GENERATED_PREFIX = "generated:"
 """How a ``tasks`` argument names a generated set (``generated:ENV:SPLIT:COUNT[:SEED]``)."""
@@ -35,7 +36,7 @@ class Suite:
     """What one task of a framework plays: an env id, the evaluator's env options for it, the episodes.
 
     Made by :func:`resolve_suite`; the options are what ``agentunit-gym eval`` would make the
-    env with (:func:`~agentunit_gym.eval.runner.env_options`), plus ``action_format="tools"``.
+    env with (:func:`~agentunit_gym.eval.run.runner.env_options`), plus ``action_format="tools"``.
     """
 
     env_id: str
@@ -51,7 +52,8 @@ class Suite:
 
 def resolve_suite(env: str, *, split: str | None = None, tasks: str | None = None, n: int | None = None,
                   seed: int = 0, backend: str | None = None, task_ids: Sequence[str] = (),
-                  env_kwargs: Mapping[str, Any] | None = None) -> Suite:
+                  env_kwargs: Mapping[str, Any] | None = None, protocol: ProtocolName = DEFAULT_PROTOCOL,
+                  agentbench_root: str | None = None) -> Suite:
     """The episodes ``agentunit-gym eval`` would run for these settings (one run each).
 
     Args:
@@ -64,6 +66,9 @@ def resolve_suite(env: str, *, split: str | None = None, tasks: str | None = Non
         backend: the env's backend; None for ``auto`` (the embedded one where there is one).
         task_ids: only these tasks.
         env_kwargs: other env options (``max_steps`` ...), as ``--env-option``.
+        protocol: the evaluation protocol, as ``eval --protocol`` (its turn limit, endings, caps and
+            tool names; the episodes still take tool calls only).
+        agentbench_root: an AgentBench checkout whose prompts open episodes under ``agentbench``.
 
     Raises:
         ConfigError: an unknown env id, a generated set of another domain, filters that leave nothing.
@@ -83,7 +88,8 @@ def resolve_suite(env: str, *, split: str | None = None, tasks: str | None = Non
         paths = (str(Path(tasks).resolve()),)
         check_task_paths(paths, (env_id,))
     config = EvalConfig(envs=(env_id,), backends=(backend or "auto",), n=n, seed=seed, task_ids=tuple(task_ids),
-                        tasks=paths, env_options=extra)
+                        tasks=paths, env_options=extra, protocol=protocol,
+                        invalid_action=default_invalid_policy(protocol), agentbench_root=agentbench_root)
     options = env_options(config, env_id)
     if generated is not None:
         options["tasks"] = generated

@@ -61,10 +61,12 @@ from agentunit_gym.core.chat import ChatStyle, ChatTranscript
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.registry import env_ids, full_env_id
 from agentunit_gym.errors import INFRA_ERRORS, AgentUnitError, ConfigError, MissingDependencyError
-from agentunit_gym.eval.model_errors import ModelAPIError, context_limit_message
+from agentunit_gym.eval.agents.model_errors import ModelAPIError, context_limit_message
 from agentunit_gym.integrations import INTEGRATIONS_EXTRA
 from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.protocols import ProtocolName
 from agentunit_gym.wrappers.registration import register_envs
+from agentunit_gym.wrappers.stack import make_protocol_env
 
 try:
     import verifiers.v1 as vf
@@ -103,6 +105,11 @@ class AgentUnitTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]  # verifie
     plain data, since verifiers dumps and re-validates its configs (and sends them to env servers)."""
     examples: bool = True
     """Put the domain's worked example in the prompt, as the built-in agent does."""
+    protocol: ProtocolName | None = None
+    """An evaluation protocol (``agentbench``, ``agentbench-fc``): the evaluator's stack under it
+    (:func:`~agentunit_gym.wrappers.stack.make_eval_env`); None for the bare env."""
+    agentbench_root: str | None = None
+    """An AgentBench checkout whose prompts open each episode under ``agentbench``."""
 
 
 class AgentUnitData(vf.TaskData):  # type: ignore[misc]
@@ -135,7 +142,7 @@ def make_agentunit_env(config: AgentUnitTasksetConfig) -> gym.Env[str, str]:
     kwargs = dict(config.env_kwargs)
     if config.backend is not None:
         kwargs["backend"] = config.backend
-    return gym.make(env_id, **kwargs)
+    return make_protocol_env(env_id, config.protocol, agentbench_root=config.agentbench_root, **kwargs)
 
 
 class AgentUnitTaskset(vf.Taskset[AgentUnitTask, AgentUnitTasksetConfig]):  # type: ignore[misc]
@@ -315,6 +322,7 @@ def record_score(trace: Any, info: Mapping[str, Any], steps: int) -> None:
 
 def load_environment(env_id: str, split: str | None = None, *, backend: str | None = None,
                      examples: bool = True, player: Mapping[str, Any] | None = None,
+                     protocol: ProtocolName | None = None, agentbench_root: str | None = None,
                      **env_kwargs: Any) -> AgentUnitEnv:
     """A verifiers environment over one AgentUnit env id.
 
@@ -325,6 +333,9 @@ def load_environment(env_id: str, split: str | None = None, *, backend: str | No
         examples: put the domain's worked example in the prompt.
         player: verifiers ``AgentConfig`` fields of the one role (``max_turns``, ``runtime``,
             ``model``, ``client`` ...); default: a local subprocess runtime.
+        protocol: ``agentbench`` or ``agentbench-fc`` plays each episode under that protocol (the
+            evaluator's stack, :func:`~agentunit_gym.wrappers.stack.make_eval_env`); None the bare env.
+        agentbench_root: an AgentBench checkout whose prompts open episodes under ``agentbench``.
         **env_kwargs: other keyword arguments of ``gym.make`` (``tasks`` as file paths, ``max_steps`` ...):
             plain data (verifiers dumps its configs).
 
@@ -336,7 +347,8 @@ def load_environment(env_id: str, split: str | None = None, *, backend: str | No
         ConfigError: an unknown env id.
     """
     taskset = AgentUnitTasksetConfig(id=TASKSET_ID, env=full_env_id(env_id), split=split, backend=backend,
-                                     examples=examples, env_kwargs=env_kwargs)
+                                     examples=examples, env_kwargs=env_kwargs, protocol=protocol,
+                                     agentbench_root=agentbench_root)
     if taskset.env not in env_ids():
         raise ConfigError(f"unknown AgentUnit env id {env_id!r}; the ids are {', '.join(env_ids())}.")
     fields: dict[str, Any] = {"taskset": taskset}

@@ -2,7 +2,8 @@
 
 One episode per MCP session (:class:`~agentunit_gym.serve.served_episodes.EpisodePool`):
 
-- **tools**: the env's own tool table (``AgentEnv.tools``), each with its JSON schema; a call
+- **tools**: the env's own tool table (``AgentEnv.tools``), each with its JSON schema (under
+  ``--protocol agentbench-fc``, AgentBench FC's names for them); a call
   is the env's JSON tool-call action, its result the observation. An invalid call is a tool
   error result carrying the env's feedback, and the session goes on where the env goes on.
   The call that ends the episode (a committing tool, the step limit) carries the score in
@@ -28,13 +29,14 @@ import hmac
 import importlib.metadata
 import ipaddress
 import json
+import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentunit_gym.core.actions import ToolSpec
 from agentunit_gym.errors import AgentUnitError, ConfigError, DependencyVersionError, MissingDependencyError
-from agentunit_gym.serve.served_episodes import AGENT_LABEL, EpisodePool, ServedEpisode, ToolOutcome
+from agentunit_gym.serve.served_episodes import AGENT_LABEL, EpisodePool, ServedEpisode, ServedTool, ToolOutcome
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -104,13 +106,14 @@ def check_binding(host: str, token: str | None) -> None:
             f"put one in ${TOKEN_ENV} (clients then send 'Authorization: Bearer <token>'), or bind 127.0.0.1.")
 
 
-def mcp_tool_fields(spec: ToolSpec) -> dict[str, Any]:
-    """An env tool as the fields of an MCP ``Tool``: name, description, input schema (from the tool table)."""
-    function = spec.json_schema()["function"]
-    return {"name": spec.name, "description": function["description"], "input_schema": function["parameters"]}
+def mcp_tool_fields(spec: ToolSpec | ServedTool) -> dict[str, Any]:
+    """A tool as the fields of an MCP ``Tool``: name, description, input schema (from the tool
+    table, or a protocol's names for the tools: :func:`~agentunit_gym.serve.served_episodes.served_tools`)."""
+    tool = spec if isinstance(spec, ServedTool) else ServedTool.of(spec)
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
 
 
-def instructions_for(env_id: str, tools: list[ToolSpec]) -> str:
+def instructions_for(env_id: str, tools: Sequence[ToolSpec | ServedTool]) -> str:
     """The server's ``instructions``: where the task is and how an episode ends."""
     ending = ", ".join(t.name for t in tools if t.commits) or "the last step"
     return (f"Each MCP session plays one episode of the {env_id} environment. Read the task from the resource "
@@ -269,11 +272,23 @@ class McpEpisodeServer:
             async with stdio_server() as (read_stream, write_stream):
                 await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
+        def stop(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        # The client stops a server that outlives its pipe with SIGTERM (then SIGKILL): served, a
+        # SIGTERM ends the serving like a closed pipe; while the episode is recorded and the run's
+        # summary written it waits (SIGKILL stays the client's bound).
+        previous = signal.signal(signal.SIGTERM, stop)
         try:
             anyio.run(run)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             self.pool.release(STDIO_SESSION, forget=True)  # the client closed the pipe: its session is over
         finally:
-            self.pool.close()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self.pool.close()
+            finally:
+                signal.signal(signal.SIGTERM, previous)
 
     def http_app(self, host: str, token: str | None) -> Any:
         """The ASGI app: the SDK's streamable HTTP app at :data:`MCP_PATH`, behind the bearer

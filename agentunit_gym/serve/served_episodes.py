@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import threading
@@ -42,14 +43,17 @@ import gymnasium as gym
 
 from agentunit_gym.core import registry
 from agentunit_gym.core.actions import ToolSpec, render_json_call
+from agentunit_gym.core.domain import ToolAlias
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import AgentUnitError, ConfigError, EpisodeStateError
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths
-from agentunit_gym.eval.routing import backend_for, full_env_id
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.routing import backend_for, full_env_id
+from agentunit_gym.eval.record.records import EpisodeRecord, RecordWriter, RunPaths
+from agentunit_gym.wrappers.aliases import RenameTools
 from agentunit_gym.wrappers.ending import end_episode
 from agentunit_gym.wrappers.info import agent_env
+from agentunit_gym.wrappers.protocols import DEFAULT_PROTOCOL, ProtocolName, default_invalid_policy
 from agentunit_gym.wrappers.stack import make_eval_env
 
 logger = logging.getLogger("agentunit_gym")
@@ -73,6 +77,10 @@ class EpisodeSettings:
         output: a run folder to record episodes in (``episodes.jsonl``, ``traces/``), as
             ``agentunit-gym eval`` does; None records nothing.
         full_text: record whole texts in traces instead of capping them at 4000 characters.
+        protocol: the evaluation protocol every episode plays under (``agentbench``: AgentBench's
+            endings, turn limit and caps; ``agentbench-fc``: also its tool names), applied by
+            :func:`~agentunit_gym.wrappers.stack.make_eval_env` as ``agentunit-gym eval`` does.
+        agentbench_root: an AgentBench checkout whose prompts open each episode under ``agentbench``.
     """
 
     env_id: str
@@ -81,12 +89,49 @@ class EpisodeSettings:
     seed: int | None = None
     output: Path | None = None
     full_text: bool = False
+    protocol: ProtocolName = DEFAULT_PROTOCOL
+    agentbench_root: str | None = None
 
     def eval_config(self) -> EvalConfig:
         """The run settings written to the output's ``config.json`` (the export and report read it)."""
         return EvalConfig(envs=(self.env_id,), agent=AGENT_LABEL, backends=(self.backend,),
                           task_ids=(self.task_id,) if self.task_id else (), seed=self.seed or 0,
-                          full_text=self.full_text, concurrency=1)
+                          full_text=self.full_text, concurrency=1, protocol=self.protocol,
+                          invalid_action=default_invalid_policy(self.protocol), agentbench_root=self.agentbench_root)
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """A tool as a remote agent sees it: the env's own, or its name under a protocol that renames it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    """The JSON schema of the arguments."""
+    commits: bool = False
+    """Calling it ends the episode (answer, finish, submit)."""
+
+    @classmethod
+    def of(cls, tool: ToolSpec | ToolAlias, commits: bool = False) -> ServedTool:
+        """From an env tool, or from a protocol's alias of one (``commits``: the env tool's)."""
+        schema = tool.schema if isinstance(tool, ToolAlias) else tool.json_schema()
+        function = schema["function"]
+        return cls(str(function["name"]), str(function.get("description", "")),
+                   json.loads(json.dumps(function.get("parameters", {}), default=dict)),
+                   tool.commits if isinstance(tool, ToolSpec) else commits)
+
+
+def served_tools(env: gym.Env[str, str]) -> list[ServedTool]:
+    """The tools of ``env``'s stack as agents call them: a protocol's names when it renames them
+    (:class:`~agentunit_gym.wrappers.aliases.RenameTools`), else the env's own tool table."""
+    base = agent_env(env)
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, RenameTools):
+            table = base.tool_table
+            return [ServedTool.of(alias, table[alias.tool].commits) for alias in layer.aliases]
+        layer = layer.env
+    return [ServedTool.of(spec) for spec in base.tools]
 
 
 @dataclass(frozen=True)
@@ -123,6 +168,11 @@ class RunRecorder:
         self._writer = RecordWriter(paths)
         self._lock = threading.Lock()
         self.root = root
+        # What close() needs, loaded now: a stdio client gives the server two seconds after it
+        # closes the pipe (then SIGTERM), and these imports alone can take that on a loaded machine.
+        import scipy.stats  # noqa: F401
+
+        from agentunit_gym.eval.report import html, summary  # noqa: F401
         self.written = 0
 
     def write(self, record: EpisodeRecord, trace: EpisodeTrace | None) -> EpisodeRecord:
@@ -137,8 +187,8 @@ class RunRecorder:
             self._writer.close()
             if not self.written:
                 return
-            from agentunit_gym.eval.report import write_report
-            from agentunit_gym.eval.summary import summarize
+            from agentunit_gym.eval.report.html import write_report
+            from agentunit_gym.eval.report.summary import summarize
 
             try:
                 summarize(self.root)
@@ -164,7 +214,8 @@ def standard_env(settings: EpisodeSettings) -> gym.Env[str, str]:
     if backend != settings.backend:
         raise ConfigError(f"backend {settings.backend!r} is not one of {env_id}'s: use auto or "
                           f"{', '.join(domain.backend_names)}.")
-    return make_eval_env(env_id, backend=backend, trace_max_chars=None if settings.full_text else 4000,
+    return make_eval_env(env_id, protocol=settings.protocol, agentbench_root=settings.agentbench_root,
+                         backend=backend, trace_max_chars=None if settings.full_text else 4000,
                          trace_metadata={"served": "mcp"})
 
 
@@ -200,8 +251,8 @@ class ServedEpisode:
         return str(self.info.get("task_id", ""))
 
     @property
-    def tools(self) -> list[ToolSpec]:
-        return list(agent_env(self.env).tools)
+    def tools(self) -> list[ServedTool]:
+        return served_tools(self.env)
 
     @property
     def ended(self) -> bool:
@@ -346,8 +397,8 @@ class EpisodePool:
         self._made = 0
         self._closed = False
         self._spare: gym.Env[str, str] | None = env_factory(settings)
-        self.tools: list[ToolSpec] = list(agent_env(self._spare).tools)
-        """The env's tool table (every episode has the same)."""
+        self.tools: list[ServedTool] = served_tools(self._spare)
+        """The tools agents call (every episode has the same): the env's, or the protocol's names."""
         if settings.task_id:
             try:  # an unknown task, or one this backend cannot run, is refused now, not in a session
                 self._spare.reset(seed=0, options={"task_id": settings.task_id})
@@ -429,4 +480,4 @@ class EpisodePool:
 
 
 __all__ = ["ABANDONED", "AGENT_LABEL", "EpisodePool", "EpisodeSettings", "RunRecorder", "ServedEpisode",
-           "ToolOutcome", "after_end_message", "end_message", "standard_env"]
+           "ServedTool", "ToolOutcome", "after_end_message", "end_message", "served_tools", "standard_env"]

@@ -55,6 +55,7 @@ from agentunit_gym.errors import (
 from agentunit_gym.serve.guard import RETRY_AFTER_S, ASGIApp, Guard
 from agentunit_gym.serve.openenv_api import load_server_api
 from agentunit_gym.serve.pool import EnvPool
+from agentunit_gym.wrappers.protocols import ProtocolName
 
 logger = logging.getLogger("agentunit_gym")
 
@@ -100,6 +101,13 @@ class ServeConfig(BaseModel):
     """Reset the env copy built at start once before listening, so a backend that cannot run
     here (a sandbox that cannot isolate, a database that cannot start) stops the server at
     start instead of failing every session's first reset (the serve image sets it)."""
+    protocol: ProtocolName | None = None
+    """An evaluation protocol (``agentbench``, ``agentbench-fc``, ``agentunit``): each session then
+    plays the evaluator's stack under it (:func:`~agentunit_gym.wrappers.stack.make_eval_env`
+    with ``protocol=``, as ``agentunit-gym eval --protocol`` does); None serves the bare env
+    (``gym.make``)."""
+    agentbench_root: str | None = None
+    """An AgentBench checkout whose prompts open each episode under ``protocol="agentbench"``."""
 
 
 def is_loopback(host: str) -> bool:
@@ -183,7 +191,10 @@ class EnvServer:
         return self._open
 
     def _make_env(self) -> gym.Env[str, str]:
-        return gym.make(self.env_id, **self._kwargs)
+        from agentunit_gym.wrappers.stack import make_protocol_env
+
+        return make_protocol_env(self.env_id, self.config.protocol, agentbench_root=self.config.agentbench_root,
+                                 **self._kwargs)
 
     def _new_session(self) -> Any:
         from agentunit_gym.serve.session import SessionEnv

@@ -46,6 +46,11 @@ class RenameTools(gym.Wrapper[str, str, str, str]):
         self._aliases = {a.name: a for a in aliases}
         self._schemas = [json.loads(json.dumps(dict(a.schema), default=dict)) for a in aliases]
 
+    @property
+    def aliases(self) -> tuple[ToolAlias, ...]:
+        """The tools agents see, in the order given."""
+        return tuple(self._aliases.values())
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         return obs, {**info, "tools": [dict(s) for s in self._schemas], "protocol_tools": True}

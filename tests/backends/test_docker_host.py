@@ -12,9 +12,9 @@ from types import TracebackType
 
 import pytest
 
-from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.record.records import read_records
 
 pytestmark = pytest.mark.docker
 

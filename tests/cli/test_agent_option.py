@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.record.records import read_records
 from tests.cli.clitools import cli
 
 ORACLE_LIKE = """\
-from agentunit_gym.eval.agents import OracleAgent
+from agentunit_gym.eval.agents.builtin import OracleAgent
 
 
 class Agent(OracleAgent):

@@ -8,8 +8,8 @@ import re
 import socket
 from pathlib import Path
 
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.record.records import read_records
 from tests.cli.clitools import ROOT, cli
 
 
@@ -68,8 +68,8 @@ def test_a_run_whose_episodes_all_errored_exits_non_zero(tmp_path: Path) -> None
 def test_hints_name_real_options(tmp_path: Path) -> None:
     """Every ``--option`` an error message of the agents or the evaluator suggests exists in ``eval --help``."""
     help_text = cli("eval", "--help", cwd=tmp_path).stdout
-    sources = [ROOT / "agentunit_gym" / "eval" / name for name in ("openai_agent.py", "agents.py", "evaluate.py",
-                                                                   "episodes.py", "slots.py", "plan.py")]
+    sources = [ROOT / "agentunit_gym" / "eval" / name for name in (
+        "agents/openai_agent.py", "agents/builtin.py", "evaluate.py", "run/engine.py", "run/slots.py", "plan/work.py")]
     hinted = {m for path in sources for m in re.findall(r"(--[a-z][a-z-]+)", path.read_text())}
     assert hinted, "no hints found"
     assert {h for h in hinted if h not in help_text} == set()

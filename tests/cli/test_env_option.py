@@ -62,7 +62,7 @@ def test_an_option_for_one_env_is_checked_against_it_and_its_backend(tmp_path: P
 
 def test_backend_options_follow_the_backend_of_the_run() -> None:
     from agentunit_gym.errors import ConfigError
-    from agentunit_gym.eval.env_options import resolve_env_options
+    from agentunit_gym.eval.plan.env_options import resolve_env_options
 
     db, shop = "AgentUnit/DB-v0", "AgentUnit/WebShop-v0"
     # Under auto the env may run on mysql: its container options are taken.

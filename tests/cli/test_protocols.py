@@ -9,8 +9,8 @@ from typing import Any
 import gymnasium as gym
 
 from agentunit_gym.core.registry import get_domain
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.record.records import read_records
 from agentunit_gym.wrappers.aliases import RenameTools
 from tests.cli.clitools import cli
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.record.records import read_records
 from tests.cli.clitools import cli, default_sigint
 
 SLOW = """\
 import os
 import time
 
-from agentunit_gym.eval.agents import OracleAgent
+from agentunit_gym.eval.agents.builtin import OracleAgent
 
 # From this episode on, each reply takes seconds: an interrupt sent once the first episodes are
 # recorded then lands mid-run however late a loaded machine lets the test notice them.

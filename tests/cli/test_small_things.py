@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from agentunit_gym.core.registry import get_domain
-from agentunit_gym.eval.report import clip
+from agentunit_gym.eval.report.html import clip
 from tests.cli.clitools import ROOT, cli
 
 

@@ -123,7 +123,7 @@ def test_a_run_the_evaluator_stops_early_counts_the_rest_as_not_run(
     # stop is simulated (one episode runs, then the stop), the episode that ran is real.
     from agentunit_gym.errors import RunStoppedError
     from agentunit_gym.eval import taskcheck
-    from agentunit_gym.eval.runner import EvalConfig
+    from agentunit_gym.eval.run.runner import EvalConfig
 
     real = taskcheck.evaluate
 

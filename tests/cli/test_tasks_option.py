@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentunit_gym.core.registry import domains
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.record.records import read_records
 from tests.cli.clitools import ROOT, cli
 from tests.domains.db.test_agentbench import DEV, ROWS, modify_item
 from tests.domains.os.test_agentbench import write_checkout
@@ -220,8 +220,8 @@ def test_tasks_list_and_check_refuse_a_path_with_no_task(tmp_path: Path) -> None
 
 def test_evaluate_raises_no_tasks_error_and_leaves_no_folder(tmp_path: Path) -> None:
     from agentunit_gym.errors import NoTasksError, TaskFileError
-    from agentunit_gym.eval.config import EvalConfig
     from agentunit_gym.eval.evaluate import evaluate
+    from agentunit_gym.eval.plan.config import EvalConfig
 
     broken, folder = _broken_paths(tmp_path)
     out = tmp_path / "run"

@@ -9,8 +9,8 @@ import pytest
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.evaluate import evaluate
+from agentunit_gym.eval.plan.config import EvalConfig
 from tests.cli.clitools import cli
 
 MISTAKES = [

@@ -34,9 +34,9 @@ import agentunit_gym  # noqa: F401  (registers the ids)
 from agentunit_gym.core import FinishReason
 from agentunit_gym.core.env import NO_TOOL_CALL_HINT, NO_TOOL_CALL_MESSAGE, AgentEnv
 from agentunit_gym.core.reference import OutputReply
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.routing import default_env_factory
-from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.routing import default_env_factory
+from agentunit_gym.eval.run.runner import env_options
 from agentunit_gym.wrappers import ChatMessages
 from tests.domains.conformkit import PROSE, UNKNOWN_TOOL, DomainCase, oracle_sample, probe_task, run_reference
 

@@ -17,8 +17,8 @@ import pytest
 
 import agentunit_gym  # noqa: F401  (registers the ids)
 from agentunit_gym.backends import process
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.run.runner import env_options
 from tests.domains.conformkit import DomainCase
 
 SEEDS = (0, 3)
@@ -93,7 +93,7 @@ def test_a_real_daemon_changes_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 def test_eval_still_asks_for_auto_and_records_what_it_got(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from agentunit_gym.eval.evaluate import evaluate
-    from agentunit_gym.eval.records import iter_records
+    from agentunit_gym.eval.record.records import iter_records
 
     monkeypatch.delenv("AGENTUNIT_MYSQL_DSN", raising=False)
     config = EvalConfig(envs=("DB-v0",), agent="oracle", n=2)

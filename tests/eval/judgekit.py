@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentunit_gym.eval.judge.prompts import CRITIC_SYSTEM, QUANTIFIER_SYSTEM
-from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths
+from agentunit_gym.eval.record.records import EpisodeRecord, RecordWriter, RunPaths
 from tests.eval.tracekit import step, trace
 
 CRITERION_LINE = re.compile(r"^- (\S+): .* Accepted values \(worst to best\): (\[.*\])$", re.MULTILINE)

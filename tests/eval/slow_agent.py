@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from agentunit_gym.core.env import Execution
-from agentunit_gym.eval.agents import OracleAgent
+from agentunit_gym.eval.agents.builtin import OracleAgent
 from tests.core.toy import ToyEnv
 
 

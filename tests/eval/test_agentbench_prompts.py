@@ -19,10 +19,10 @@ import pytest
 from agentunit_gym.cli.main import main
 from agentunit_gym.core.chat import ChatTranscript
 from agentunit_gym.errors import AgentBenchCheckoutError
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.routing import scripted_conversation
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
 from agentunit_gym.tasks.agentbench_checkout import TaskModule, find_checkout, resolve_checkout
 from agentunit_gym.wrappers.conversation import StartConversation
+from agentunit_gym.wrappers.protocols import scripted_conversation
 from agentunit_gym.wrappers.stack import make_eval_env
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "agentbench_checkout"
@@ -150,7 +150,7 @@ def test_eval_sends_the_checkout_opening_and_says_where_the_prompts_came_from(
     report = (tmp_path / "ab" / "report.html").read_text()
     assert f"prompts: AgentBench's, read from the checkout {CHECKOUT}" in html.unescape(report)
     # The export rebuilds the conversation the model saw, the checkout's opening included.
-    from agentunit_gym.eval.export import export_run
+    from agentunit_gym.eval.record.export import export_run
 
     export_run(tmp_path / "ab", tmp_path / "ab.jsonl")
     [row] = [json.loads(line) for line in (tmp_path / "ab.jsonl").read_text().splitlines()]

@@ -10,9 +10,9 @@ import pytest
 
 from agentunit_gym.core.trace import AgentReply
 from agentunit_gym.errors import AgentContextLimitError, ConfigError
-from agentunit_gym.eval.agents import REFERENCE_KEY, OracleAgent, RandomAgent, resolve_agent
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.openai_agent import (
+from agentunit_gym.eval.agents.builtin import REFERENCE_KEY, OracleAgent, RandomAgent, resolve_agent
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.openai_agent import (
     ModelAPIError,
     OpenAIChatAgent,
     OpenAIConfig,
@@ -232,7 +232,7 @@ def test_price_table_file(tmp_path: Any) -> None:
 
 
 def test_one_sdk_client_sends_the_key_only_when_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentunit_gym.eval.model_client import ModelClient
+    from agentunit_gym.eval.agents.model_client import ModelClient
 
     monkeypatch.delenv("AU_NO_KEY", raising=False)
     monkeypatch.setenv("AU_KEY", "sk-abc")
@@ -251,7 +251,7 @@ def test_one_sdk_client_sends_the_key_only_when_there_is_one(monkeypatch: pytest
 def test_a_missing_sdk_names_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from agentunit_gym.eval import model_client
+    from agentunit_gym.eval.agents import model_client
 
     monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ImportError
     monkeypatch.setattr(model_client, "_WARM", __import__("threading").Event())

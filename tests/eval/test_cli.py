@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentunit_gym.cli.main import main
-from agentunit_gym.eval.runner import RunPaths, read_records
+from agentunit_gym.eval.run.runner import RunPaths, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

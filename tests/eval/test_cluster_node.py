@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.eval.agents import OracleAgent
-from agentunit_gym.eval.cluster_node import NodeEpisodes
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.episodes import EpisodeEngine
-from agentunit_gym.eval.plan import WorkItem
+from agentunit_gym.eval.agents.builtin import OracleAgent
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.work import WorkItem
+from agentunit_gym.eval.run.cluster_node import NodeEpisodes
+from agentunit_gym.eval.run.engine import EpisodeEngine
 from tests.core.toy import ToyEnv
 from tests.eval.slow_agent import StuckToy
 
@@ -64,7 +64,7 @@ def test_a_node_runs_its_items_on_the_engine_and_reuses_its_copy(fake_ray: None)
 
 def test_a_stuck_copy_is_dropped_and_its_item_goes_back_to_the_driver(
         fake_ray: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentunit_gym.eval import deadlines
+    from agentunit_gym.eval.run import deadlines
 
     monkeypatch.setattr(deadlines, "STEP_GRACE_S", 0.2)
     StuckToy.release, StuckToy.returned = threading.Event(), threading.Event()

@@ -14,11 +14,11 @@ from rich.console import Console
 
 from agentunit_gym.cli.eval_cmd import print_summary
 from agentunit_gym.errors import EndpointDownError, EndpointError
-from agentunit_gym.eval import slots
+from agentunit_gym.eval.agents.fake_server import FakeChatServer, reference_responder
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.fake_server import FakeChatServer, reference_responder
-from agentunit_gym.eval.runner import EvalConfig, RunPaths, read_records
-from agentunit_gym.eval.summary import load_episodes
+from agentunit_gym.eval.report.summary import load_episodes
+from agentunit_gym.eval.run import slots
+from agentunit_gym.eval.run.runner import EvalConfig, RunPaths, read_records
 from tests.eval.test_openai_e2e import solutions
 
 AGENT = {"max_retries": 1, "backoff_s": 0.01, "request_timeout_s": 5.0, "turn_deadline_s": 10.0}

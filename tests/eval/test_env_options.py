@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.env_options import parse_env_option, resolve_env_options
-from agentunit_gym.eval.runner import env_options
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.env_options import parse_env_option, resolve_env_options
+from agentunit_gym.eval.run.runner import env_options
+from agentunit_gym.wrappers.protocols import protocol_setup
 
 KG, SHOP, DB = "AgentUnit/KG-v0", "AgentUnit/WebShop-v0", "AgentUnit/DB-v0"
 
@@ -60,7 +61,10 @@ def test_a_run_passes_them_as_env_kwargs_over_the_protocol_preset() -> None:
                         env_options_by_env={KG: {"endpoint": "http://h/sparql", "max_steps": 9},
                                             SHOP: {"invalid_move": "feedback"}})
     kg = env_options(config, KG)
+    assert kg["protocol"] == "agentbench" and kg["invalid_policy"] == "terminate"
+    # make_eval_env puts the protocol's options under the run's own (protocol_setup, one place).
+    kg = protocol_setup(KG, "agentbench").options_under(kg)
     assert kg["endpoint"] == "http://h/sparql" and kg["max_steps"] == 9  # over AgentBench's 15
-    shop = env_options(config, SHOP)
+    shop = protocol_setup(SHOP, "agentbench").options_under(env_options(config, SHOP))
     assert shop["invalid_move"] == "feedback" and "endpoint" not in shop and shop["max_steps"] == 10
     assert "env_options_by_env" in config.resume_key()

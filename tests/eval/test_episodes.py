@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from agentunit_gym.errors import BackendError, BackendTimeoutError, ConfigError, EpisodeStateError
-from agentunit_gym.eval.agents import OracleAgent
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
-from agentunit_gym.eval.ratelimit import RateGate, endpoint_gate
-from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths, read_records
-from agentunit_gym.eval.runner import run_episodes
-from agentunit_gym.eval.slots import RecordSink
+from agentunit_gym.eval.agents.builtin import OracleAgent
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.openai_agent import OpenAIChatAgent, OpenAIConfig
+from agentunit_gym.eval.agents.ratelimit import RateGate, endpoint_gate
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.record.records import EpisodeRecord, RecordWriter, RunPaths, read_records
+from agentunit_gym.eval.run.runner import run_episodes
+from agentunit_gym.eval.run.slots import RecordSink
 from tests.core.toy import ToyBackend, ToyEnv
 from tests.eval.slow_agent import StuckToy
 
@@ -78,7 +78,7 @@ def test_async_agents_run_wherever_the_copies_live(tmp_path: Path, vector: str |
 
 
 def test_a_stuck_backend_call_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentunit_gym.eval import deadlines
+    from agentunit_gym.eval.run import deadlines
 
     monkeypatch.setattr(deadlines, "STEP_GRACE_S", 0.2)
     # An episode budget that a loaded machine still reaches the first step within.
@@ -97,7 +97,7 @@ def test_an_interrupt_as_an_env_call_completes_is_not_dropped(tmp_path: Path) ->
     """Ctrl-C cancels the episode loop. When the cancel lands just as an env call returns, the
     loop must still stop (asyncio.wait_for on Python 3.11 returned the call's result instead, and
     the run went on to its end)."""
-    from agentunit_gym.eval.episodes import EpisodeEngine
+    from agentunit_gym.eval.run.engine import EpisodeEngine
 
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",))
     engine = EpisodeEngine(config, OracleAgent, "a", width=1)

@@ -1,4 +1,4 @@
-"""The evaluator's keys in ``info`` (eval/info.py): written on every reset and step of a real
+"""The evaluator's keys in ``info`` (eval/agents/info.py): written on every reset and step of a real
 eval on each registered domain's embedded backend, each key of its declared type, and read by
 the agents, which refuse a value of the wrong type."""
 
@@ -13,11 +13,11 @@ import pytest
 from agentunit_gym.core import registry
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import ConfigError, EpisodeStateError
-from agentunit_gym.eval.agents import OracleAgent, RandomAgent
-from agentunit_gym.eval.info import REFERENCE_KEY, EvalResetInfo, EvalStepInfo, reference_actions, reset_seed
-from agentunit_gym.eval.plan import list_tasks
-from agentunit_gym.eval.runner import EvalConfig, run_episodes
-from agentunit_gym.eval.schedule import Abort, Assignment, Packet, ScheduleEpisodes
+from agentunit_gym.eval.agents.builtin import OracleAgent, RandomAgent
+from agentunit_gym.eval.agents.info import REFERENCE_KEY, EvalResetInfo, EvalStepInfo, reference_actions, reset_seed
+from agentunit_gym.eval.plan.work import list_tasks
+from agentunit_gym.eval.run.runner import EvalConfig, run_episodes
+from agentunit_gym.eval.run.schedule import Abort, Assignment, Packet, ScheduleEpisodes
 from agentunit_gym.wrappers import make_eval_env
 from tests.core.toy import ToyEnv
 from tests.infokit import mismatches

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agentunit_gym.eval.export import TRAJECTORY_COLUMNS
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import wire_messages
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import wire_messages
+from agentunit_gym.eval.record.export import TRAJECTORY_COLUMNS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

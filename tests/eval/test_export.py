@@ -12,12 +12,12 @@ import pytest
 
 from agentunit_gym.core.registry import get_domain
 from agentunit_gym.errors import ConfigError, MissingDependencyError
-from agentunit_gym.eval.config import EvalConfig
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import wire_messages
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.export import TRAJECTORY_COLUMNS, export_run, write_rows
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import wire_messages
-from agentunit_gym.eval.records import iter_records
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.record.export import TRAJECTORY_COLUMNS, export_run, write_rows
+from agentunit_gym.eval.record.records import iter_records
 from tests.cli.clitools import cli
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from agentunit_gym.core.generation import write_generated
 from agentunit_gym.core.registry import get_domain
-from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.export import export_run
-from agentunit_gym.eval.records import iter_records
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.record.export import export_run
+from agentunit_gym.eval.record.records import iter_records
 
 DBBENCH = Path(__file__).resolve().parents[1] / "fixtures" / "agentbench_dbbench" / "standard.jsonl"
 

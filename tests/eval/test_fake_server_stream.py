@@ -8,7 +8,7 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from agentunit_gym.eval.fake_server import FakeChatServer  # noqa: E402
+from agentunit_gym.eval.agents.fake_server import FakeChatServer  # noqa: E402
 
 DEADLINE_S = 30.0
 

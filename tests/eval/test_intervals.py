@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentunit_gym.eval.stats import (
+from agentunit_gym.eval.report.stats import (
     bootstrap,
     cluster_sums,
     difference_draws,
@@ -128,8 +128,8 @@ def test_sign_test_is_exact() -> None:
 
 
 def test_compare_pairs_runs_by_task_and_unpairs_disjoint_sets() -> None:
-    from agentunit_gym.eval.compare import compare_episodes, pairing
-    from agentunit_gym.eval.metrics import Episode
+    from agentunit_gym.eval.report.compare import compare_episodes, pairing
+    from agentunit_gym.eval.report.metrics import Episode
     from tests.eval.tracekit import step, trace
 
     def episodes(prefix: str, solved: set[int], runs: int = 2) -> list[Episode]:
@@ -153,8 +153,8 @@ def test_compare_pairs_runs_by_task_and_unpairs_disjoint_sets() -> None:
 
 
 def test_a_few_tasks_moving_together_are_not_enough_for_the_exact_test() -> None:
-    from agentunit_gym.eval.compare import compare_episodes
-    from agentunit_gym.eval.metrics import Episode
+    from agentunit_gym.eval.report.compare import compare_episodes
+    from agentunit_gym.eval.report.metrics import Episode
     from tests.eval.tracekit import step, trace
 
     def run(solved: bool) -> list[Episode]:

@@ -13,13 +13,13 @@ import pytest
 from agentunit_gym.cli.main import main
 from agentunit_gym.core import registry
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import OpenAIConfig
 from agentunit_gym.eval.judge import JudgeConfig, judge_run, load_criteria_file, parse_judge_spec
-from agentunit_gym.eval.judge.apply import judge_and_report
 from agentunit_gym.eval.judge.criteria import bundled_criteria
 from agentunit_gym.eval.judge.prompts import CRITERIA_SCHEMA, parse_judgement, transcript
 from agentunit_gym.eval.judge.run import read_criteria, read_judged
-from agentunit_gym.eval.model_client import OpenAIConfig
+from agentunit_gym.eval.judging import judge_and_report
 from tests.eval.judgekit import ScriptedJudge, write_run
 
 THREE = [("t1", "echo solved", True, "Print the word."), ("t2", "echo nothing", False, "Print the other word."),
@@ -102,7 +102,7 @@ def test_garbage_refusal_and_timeout_are_unjudged_then_resumed_without_rejudging
         # Unjudged episodes carry no score of any kind.
         assert all(v.goal_fidelity is None and v.achieved is None and not v.scores
                    for k, v in judged.items() if k != keys[0])
-        from agentunit_gym.eval.summary import summarize
+        from agentunit_gym.eval.report.summary import summarize
 
         summary = summarize(tmp_path)
         block = summary["judge"]

@@ -9,8 +9,8 @@ import pytest
 
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import Flag, TrapRecord, Usage
-from agentunit_gym.eval.metrics import Episode, compute_metrics, finish_distribution, metric_names
-from agentunit_gym.eval.stats import bootstrap, pass_at_k, pass_hat_k, permutation_test, wilson
+from agentunit_gym.eval.report.metrics import Episode, compute_metrics, finish_distribution, metric_names
+from agentunit_gym.eval.report.stats import bootstrap, pass_at_k, pass_hat_k, permutation_test, wilson
 from tests.eval.tracekit import step, trace
 
 

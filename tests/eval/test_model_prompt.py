@@ -13,11 +13,11 @@ import pytest
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.core import registry
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.openai_agent import OpenAIChatAgent, OpenAIConfig
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.metrics import echoes_example
-from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
-from agentunit_gym.eval.runner import EvalConfig
+from agentunit_gym.eval.report.metrics import echoes_example
+from agentunit_gym.eval.run.runner import EvalConfig
 
 CASES = [(registry.get_domain(name).envs[0].id, spec.name)
          for name in registry.domain_names() for spec in registry.get_domain(name).backends if spec.embedded]

@@ -12,10 +12,10 @@ from agentunit_gym.cli.eval_cmd import build_config
 from agentunit_gym.cli.main import build_parser
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import ConfigError
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import OpenAIConfig, parse_model_args
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import OpenAIConfig, parse_model_args
-from agentunit_gym.eval.runner import EvalConfig, RunPaths, load_trace, read_records
+from agentunit_gym.eval.run.runner import EvalConfig, RunPaths, load_trace, read_records
 from tests.cli.clitools import cli
 
 CUT = "Think: I will first look at every table, then at each column of the first table, and then"

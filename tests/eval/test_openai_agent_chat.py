@@ -11,9 +11,9 @@ import gymnasium as gym
 import pytest
 
 from agentunit_gym.core.registry import get_domain
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import wire_messages
-from agentunit_gym.eval.openai_agent import OpenAIChatAgent, OpenAIConfig
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import wire_messages
+from agentunit_gym.eval.agents.openai_agent import OpenAIChatAgent, OpenAIConfig
 from agentunit_gym.wrappers import ChatMessages
 from agentunit_gym.wrappers.aliases import RenameTools
 

@@ -11,9 +11,9 @@ import pytest
 
 import agentunit_gym  # noqa: F401 - registers the envs
 from agentunit_gym.core.finish import FinishReason
+from agentunit_gym.eval.agents.fake_server import FakeChatServer, reference_responder
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.fake_server import FakeChatServer, reference_responder
-from agentunit_gym.eval.runner import EvalConfig, RunPaths, load_trace, read_records
+from agentunit_gym.eval.run.runner import EvalConfig, RunPaths, load_trace, read_records
 
 
 def solutions(env_id: str, backend: str) -> dict[str, list[tuple[str, dict[str, Any], str]]]:

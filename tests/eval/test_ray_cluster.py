@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.eval.records import read_records
+from agentunit_gym.eval.record.records import read_records
 from tests.cli.clitools import cli
 from tests.eval.raynodes import RAY_ENV, RayNode, two_node_cluster
 
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 SLOW_ORACLE = '''
 import time
 
-from agentunit_gym.eval.agents import OracleAgent
+from agentunit_gym.eval.agents.builtin import OracleAgent
 
 
 class SlowOracle(OracleAgent):
@@ -113,7 +113,7 @@ def test_a_run_spreads_over_both_nodes_and_reads_like_a_local_run(
 
 def test_an_openai_agent_acts_on_the_nodes_with_the_key_passed_from_the_driver(
         cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
-    from agentunit_gym.eval.fake_server import FakeChatServer
+    from agentunit_gym.eval.agents.fake_server import FakeChatServer
 
     address, _, _ = cluster
     reply = {"role": "assistant", "content": "Action: Answer\nFinal Answer: []"}
@@ -133,7 +133,7 @@ def test_an_openai_agent_acts_on_the_nodes_with_the_key_passed_from_the_driver(
 
 
 def test_max_rps_holds_over_the_whole_cluster(cluster: tuple[str, RayNode, RayNode], tmp_path: Path) -> None:
-    from agentunit_gym.eval.fake_server import FakeChatServer
+    from agentunit_gym.eval.agents.fake_server import FakeChatServer
 
     address, _, _ = cluster
     reply = {"role": "assistant", "content": "Action: Answer\nFinal Answer: []"}

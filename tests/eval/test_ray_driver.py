@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from agentunit_gym.errors import BackendError, BackendUnavailableError, ConfigError
-from agentunit_gym.eval import cluster
-from agentunit_gym.eval.cluster import RayEpisodes, _Worker
-from agentunit_gym.eval.cluster_node import EpisodeOutcome
-from agentunit_gym.eval.config import EvalConfig
-from agentunit_gym.eval.plan import WorkItem
-from agentunit_gym.eval.records import EpisodeRecord, RecordWriter, RunPaths, read_records
-from agentunit_gym.eval.slots import RecordSink
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.plan.work import WorkItem
+from agentunit_gym.eval.record.records import EpisodeRecord, RecordWriter, RunPaths, read_records
+from agentunit_gym.eval.run import cluster
+from agentunit_gym.eval.run.cluster import RayEpisodes, _Worker
+from agentunit_gym.eval.run.cluster_node import EpisodeOutcome
+from agentunit_gym.eval.run.slots import RecordSink
 
 
 class RayError(Exception):

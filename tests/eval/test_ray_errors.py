@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentunit_gym.errors import BackendUnavailableError, ConfigError, MissingDependencyError
-from agentunit_gym.eval import cluster_connect as cluster
+from agentunit_gym.eval.run import cluster_connect as cluster
 from tests.cli.clitools import cli
 
 

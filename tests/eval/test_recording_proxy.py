@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import EndpointUnavailableError, ModelClient
-from agentunit_gym.eval.model_config import OpenAIConfig
-from agentunit_gym.eval.recording_proxy import RecordingProxy
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import EndpointUnavailableError, ModelClient
+from agentunit_gym.eval.agents.model_config import OpenAIConfig
+from agentunit_gym.eval.agents.recording_proxy import RecordingProxy
 
 
 def test_requests_and_answers_pass_through_and_are_recorded(tmp_path: Path) -> None:

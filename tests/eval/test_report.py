@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from agentunit_gym.eval.report import write_report
-from agentunit_gym.eval.runner import EvalConfig, run_episodes
-from agentunit_gym.eval.summary import summarize
+from agentunit_gym.eval.report.html import write_report
+from agentunit_gym.eval.report.summary import summarize
+from agentunit_gym.eval.run.runner import EvalConfig, run_episodes
 from tests.core.toy import ToyEnv
 
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.eval.agents import resolve_agent
-from agentunit_gym.eval.report import write_report
-from agentunit_gym.eval.runner import EvalConfig, run_episodes
-from agentunit_gym.eval.summary import summarize
+from agentunit_gym.eval.agents.builtin import resolve_agent
+from agentunit_gym.eval.report.html import write_report
+from agentunit_gym.eval.report.summary import summarize
+from agentunit_gym.eval.run.runner import EvalConfig, run_episodes
 from tests.core.toy import ToyEnv
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
@@ -93,10 +93,10 @@ def test_hostile_text_in_traces_stays_text(tmp_path: Path) -> None:
 
 
 def test_judged_report_shows_criteria_and_the_judges_verdict(tmp_path: Path) -> None:
-    from agentunit_gym.eval.fake_server import FakeChatServer
+    from agentunit_gym.eval.agents.fake_server import FakeChatServer
+    from agentunit_gym.eval.agents.model_client import OpenAIConfig
     from agentunit_gym.eval.judge import JudgeConfig
-    from agentunit_gym.eval.judge.apply import judge_and_report
-    from agentunit_gym.eval.model_client import OpenAIConfig
+    from agentunit_gym.eval.judging import judge_and_report
     from tests.eval.judgekit import ScriptedJudge, write_run
 
     run_dir = tmp_path / "run"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentunit_gym.eval.fake_server import FakeChatServer
-from agentunit_gym.eval.model_client import Completion, EndpointUnavailableError, ModelAPIError, ModelClient
-from agentunit_gym.eval.model_config import OpenAIConfig
-from agentunit_gym.eval.ratelimit import endpoint_gate
+from agentunit_gym.eval.agents.fake_server import FakeChatServer
+from agentunit_gym.eval.agents.model_client import Completion, EndpointUnavailableError, ModelAPIError, ModelClient
+from agentunit_gym.eval.agents.model_config import OpenAIConfig
+from agentunit_gym.eval.agents.ratelimit import endpoint_gate
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 Call = Callable[[ModelClient], Completion]

@@ -14,8 +14,9 @@ from agentunit_gym.core.env import Execution
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
 from agentunit_gym.errors import AgentContextLimitError, BackendError, ConfigError
-from agentunit_gym.eval.agents import OracleAgent, resolve_agent
-from agentunit_gym.eval.runner import (
+from agentunit_gym.eval.agents.builtin import OracleAgent, resolve_agent
+from agentunit_gym.eval.report.summary import load_episodes, summarize
+from agentunit_gym.eval.run.runner import (
     EvalConfig,
     RunPaths,
     WorkItem,
@@ -25,7 +26,6 @@ from agentunit_gym.eval.runner import (
     read_records,
     run_episodes,
 )
-from agentunit_gym.eval.summary import load_episodes, summarize
 from agentunit_gym.wrappers import TrapLibrary, make_eval_env
 from tests.core.toy import ToyEnv
 from tests.eval.slow_agent import StuckToy
@@ -276,7 +276,7 @@ def test_workitem_key() -> None:
 @pytest.mark.parametrize("vector", ["sync", "async"])
 def test_a_stuck_backend_step_has_a_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vector: str) -> None:
     from agentunit_gym.errors import BackendTimeoutError
-    from agentunit_gym.eval import deadlines
+    from agentunit_gym.eval.run import deadlines
 
     monkeypatch.setattr(deadlines, "STEP_GRACE_S", 0.2)
     config = EvalConfig(envs=("Toy-v0",), task_ids=("t1",), episode_timeout_s=1.0, vector=vector)  # type: ignore[arg-type]
@@ -324,7 +324,7 @@ def test_a_run_warns_when_its_backend_leaves_tasks_out(tmp_path: Path, caplog: p
 
 
 def test_left_out_tasks_are_listed_with_the_reason_and_the_filters_apply(tmp_path: Path) -> None:
-    from agentunit_gym.eval.routing import network_options
+    from agentunit_gym.eval.plan.routing import network_options
     from agentunit_gym.tasks.spec import NEEDS_NETWORK
     from tests.core.toy import TOY_TASKS, ToyTask
 

@@ -11,8 +11,8 @@ import pytest
 
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.errors import BackendTimeoutError
-from agentunit_gym.eval.copies import VectorCopy, copy_maker, head_copy
-from agentunit_gym.eval.schedule import Abort, Assignment, Packet, ScheduleEpisodes
+from agentunit_gym.eval.run.copies import VectorCopy, copy_maker, head_copy
+from agentunit_gym.eval.run.schedule import Abort, Assignment, Packet, ScheduleEpisodes
 from tests.core.toy import ToyBackend, ToyEnv
 from tests.eval.slow_agent import StuckToy
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from agentunit_gym.eval.stats import Z_95, permutation_test, sign_test, wilson
+from agentunit_gym.eval.report.stats import Z_95, permutation_test, sign_test, wilson
 
 COUNTS = [(0, 1), (1, 1), (0, 10), (3, 10), (10, 10), (17, 40), (1, 200), (199, 200), (500, 1000)]
 

@@ -13,10 +13,10 @@ import gymnasium as gym
 import agentunit_gym  # noqa: F401  (registers the ids)
 from agentunit_gym.core.registry import get_domain
 from agentunit_gym.domains.db.scoring import answers_match, parse_final_answer
-from agentunit_gym.eval.config import EvalConfig
 from agentunit_gym.eval.evaluate import evaluate
-from agentunit_gym.eval.export import export_run
-from agentunit_gym.eval.trainer_columns import INTERACTION_NAME, VERL_AGENT_NAME, tool_names
+from agentunit_gym.eval.plan.config import EvalConfig
+from agentunit_gym.eval.record.export import export_run
+from agentunit_gym.eval.record.trainer_columns import INTERACTION_NAME, VERL_AGENT_NAME, tool_names
 from tests.cli.clitools import cli
 
 

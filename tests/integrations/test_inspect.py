@@ -37,9 +37,9 @@ from inspect_ai.model import ChatMessage, ChatMessageUser, GenerateConfig, Model
 from inspect_ai.tool import ToolChoice, ToolInfo  # noqa: E402
 
 import agentunit_gym  # noqa: E402,F401
-from agentunit_gym.eval.config import EvalConfig  # noqa: E402
 from agentunit_gym.eval.evaluate import evaluate  # noqa: E402
-from agentunit_gym.eval.records import read_records  # noqa: E402
+from agentunit_gym.eval.plan.config import EvalConfig  # noqa: E402
+from agentunit_gym.eval.record.records import read_records  # noqa: E402
 from agentunit_gym.integrations.inspect import METADATA_KEY, agentunit, resolve_suite  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@
 The rollout runs verifiers' real machinery: its chat harness program (a uv script verifiers
 prepares in a local subprocess runtime: it installs uv when missing, and the first run fetches
 the script's packages from PyPI into uv's cache), its interception server, and the fake
-OpenAI-compatible server of ``agentunit_gym.eval.fake_server`` as the model, replying with
+OpenAI-compatible server of ``agentunit_gym.eval.agents.fake_server`` as the model, replying with
 the oracle's replies.
 """
 
@@ -23,7 +23,7 @@ import agentunit_gym  # noqa: E402,F401
 import agentunit_gym.integrations.verifiers as verifiers_adapter  # noqa: E402
 from agentunit_gym.core.chat import EXAMPLE_NOTE  # noqa: E402
 from agentunit_gym.errors import ConfigError  # noqa: E402
-from agentunit_gym.eval.fake_server import FakeChatServer  # noqa: E402
+from agentunit_gym.eval.agents.fake_server import FakeChatServer  # noqa: E402
 from agentunit_gym.integrations.verifiers import (  # noqa: E402
     REWARD_NAME,
     TASKSET_ID,

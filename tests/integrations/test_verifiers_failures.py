@@ -1,7 +1,7 @@
 """Failures through the verifiers adapter are errors a trainer masks, never a reward of 0.
 
 Each rollout runs verifiers' real machinery (its chat program, its interception server) against
-the fake OpenAI-compatible server of ``agentunit_gym.eval.fake_server``, on a machine where the
+the fake OpenAI-compatible server of ``agentunit_gym.eval.agents.fake_server``, on a machine where the
 network is cut for the chat program (dead proxies, no ``uv`` on ``PATH``): the adapter's harness
 must need neither.
 """
@@ -22,7 +22,7 @@ import verifiers.v1 as vf  # noqa: E402
 import agentunit_gym  # noqa: E402,F401
 from agentunit_gym.core.env import AgentEnv  # noqa: E402
 from agentunit_gym.errors import BackendError  # noqa: E402
-from agentunit_gym.eval.fake_server import FakeChatServer  # noqa: E402
+from agentunit_gym.eval.agents.fake_server import FakeChatServer  # noqa: E402
 from agentunit_gym.integrations.verifiers import REWARD_NAME, load_environment  # noqa: E402
 
 pytestmark = pytest.mark.slow

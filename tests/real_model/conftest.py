@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from agentunit_gym.eval.recording_proxy import RecordingProxy
+from agentunit_gym.eval.agents.recording_proxy import RecordingProxy
 from tests.conftest import REQUIRE_REAL_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]

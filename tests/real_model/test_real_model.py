@@ -17,7 +17,7 @@ import pytest
 
 from agentunit_gym.core.finish import FinishReason
 from agentunit_gym.core.trace import EpisodeTrace
-from agentunit_gym.eval.records import EpisodeRecord, iter_records
+from agentunit_gym.eval.record.records import EpisodeRecord, iter_records
 from tests.cli.clitools import cli
 from tests.real_model.conftest import FC_MODEL, MODEL, RealModel
 

@@ -36,8 +36,8 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 import agentunit_gym  # noqa: E402,F401
 from agentunit_gym.core.actions import split_json_call  # noqa: E402
 from agentunit_gym.core.registry import env_ids  # noqa: E402
-from agentunit_gym.eval.export import export_run  # noqa: E402
-from agentunit_gym.eval.records import RunPaths, load_trace, read_records  # noqa: E402
+from agentunit_gym.eval.record.export import export_run  # noqa: E402
+from agentunit_gym.eval.record.records import RunPaths, load_trace, read_records  # noqa: E402
 from agentunit_gym.serve.mcp_server import TASK_PROMPT, TASK_URI  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentunit_gym.errors import BackendError, ConfigError, EpisodeStateError, TaskNotFoundError
-from agentunit_gym.eval.records import RunPaths, read_records
+from agentunit_gym.eval.record.records import RunPaths, read_records
 from agentunit_gym.serve.served_episodes import EpisodePool, EpisodeSettings
 
 

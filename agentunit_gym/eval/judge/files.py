@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentunit_gym.core.trace import Usage
 from agentunit_gym.errors import ConfigError
-from agentunit_gym.eval.model_client import OpenAIConfig
+from agentunit_gym.eval.agents.model_client import OpenAIConfig
 
 JUDGE_VERSION = 1
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from agentunit_gym.core import registry
 from agentunit_gym.core.trace import EpisodeTrace, Usage
 from agentunit_gym.errors import AgentUnitError
+from agentunit_gym.eval.agents.model_client import ModelAPIError, ModelClient
 from agentunit_gym.eval.judge.criteria import CriteriaSet, Criterion, Dropped
 from agentunit_gym.eval.judge.files import JudgeConfig
 from agentunit_gym.eval.judge.prompts import (
@@ -25,7 +26,6 @@ from agentunit_gym.eval.judge.prompts import (
     parse_judgement,
     quantifier_messages,
 )
-from agentunit_gym.eval.model_client import ModelAPIError, ModelClient
 
 
 def add_usage(total: Usage, usage: Usage) -> Usage:

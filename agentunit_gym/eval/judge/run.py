@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from agentunit_gym.core.trace import EpisodeTrace, Usage
 from agentunit_gym.errors import AgentContextLimitError, AgentUnitError, ConfigError
+from agentunit_gym.eval.agents.model_client import ModelAPIError
 from agentunit_gym.eval.judge.criteria import CriteriaSet, bundled_criteria, load_criteria_file, pick
 from agentunit_gym.eval.judge.files import (
     EXIT_NOTHING_JUDGED,
@@ -40,8 +41,7 @@ from agentunit_gym.eval.judge.files import (
 )
 from agentunit_gym.eval.judge.judge import Judge, add_usage, rejects_response_format
 from agentunit_gym.eval.judge.prompts import CRITIC_SYSTEM, QUANTIFIER_SYSTEM, JudgeAnswerError
-from agentunit_gym.eval.model_client import ModelAPIError
-from agentunit_gym.eval.records import NOT_MEASURED, EpisodeRecord, RunPaths, iter_records
+from agentunit_gym.eval.record.records import NOT_MEASURED, EpisodeRecord, RunPaths, iter_records
 
 
 def _unjudged(exc: Exception) -> tuple[str, str]:

@@ -225,13 +225,15 @@ def test_the_worked_example_is_true_on_the_bundled_graph() -> None:
 def test_agentbench_protocol_answers_every_invalid_reply_and_goes_on(small_store: EmbeddedSPARQL) -> None:
     # AgentBench's KG loop never ends an episode on an invalid reply: the options `eval --protocol
     # agentbench` gives a KG env (the domain's preset) keep it going to the turn limit.
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.routing import default_env_factory
-    from agentunit_gym.eval.runner import env_options
+    from agentunit_gym.eval.plan.config import EvalConfig
+    from agentunit_gym.eval.plan.routing import default_env_factory
+    from agentunit_gym.eval.run.runner import env_options
+    from agentunit_gym.wrappers.protocols import protocol_setup
 
+    setup = protocol_setup("AgentUnit/KG-v0", "agentbench")
+    assert setup.ending_issues == frozenset() and setup.env_options["max_steps"] == 15
     config = EvalConfig(envs=("KG-v0",), agent="oracle", protocol="agentbench", invalid_action="terminate")
     options = env_options(config, "AgentUnit/KG-v0")
-    assert options["ending_issues"] == frozenset() and options["max_steps"] == 15
     options.update(backend="embedded", tasks=[TASK], sparql_backend=small_store, max_steps=6)
     env = default_env_factory("AgentUnit/KG-v0", options)
     try:

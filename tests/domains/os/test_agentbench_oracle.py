@@ -21,8 +21,8 @@ from agentunit_gym.core.reference import PLACEHOLDER, OutputReply
 from agentunit_gym.domains.os.agentbench import load_agentbench_os
 from agentunit_gym.domains.os.env import OSEnv, shown_output
 from agentunit_gym.domains.os.task import OSTask
-from agentunit_gym.eval.agents import OracleAgent
-from agentunit_gym.eval.runner import EvalConfig, run_episodes
+from agentunit_gym.eval.agents.builtin import OracleAgent
+from agentunit_gym.eval.run.runner import EvalConfig, run_episodes
 
 INTEGER_MATCH = """import sys
 def as_int(text):

@@ -130,15 +130,17 @@ def test_registered_env_passes_check_env_and_runs_the_bundled_suite_ids() -> Non
 
 def test_agentbench_protocol_goes_on_after_a_refused_click_and_ends_on_no_action(
         shop_backend: EmbeddedShopBackend, small_goals: list[WebShopTask]) -> None:
-    # The options `eval --protocol agentbench` gives a WebShop env, from the domain's preset.
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.routing import default_env_factory
-    from agentunit_gym.eval.runner import env_options
+    # What `eval --protocol agentbench` gives a WebShop env, from the domain's preset.
+    from agentunit_gym.eval.plan.config import EvalConfig
+    from agentunit_gym.eval.plan.routing import default_env_factory
+    from agentunit_gym.eval.run.runner import env_options
+    from agentunit_gym.wrappers.protocols import protocol_setup
 
+    setup = protocol_setup("AgentUnit/WebShop-v0", "agentbench")
+    assert setup.env_options["invalid_move"] == "same_page"
+    assert setup.ending_issues == frozenset({"no_call", "malformed", "unknown_tool"})
     config = EvalConfig(envs=("WebShop-v0",), agent="oracle", protocol="agentbench", invalid_action="terminate")
     options = env_options(config, "AgentUnit/WebShop-v0")
-    assert options["invalid_move"] == "same_page"
-    assert options["ending_issues"] == frozenset({"no_call", "malformed", "unknown_tool"})
     options.update(backend="embedded", tasks=small_goals, shop_backend=shop_backend)
     env = default_env_factory("AgentUnit/WebShop-v0", options)
     try:
@@ -164,9 +166,7 @@ def test_invalid_move_option_is_checked(shop_backend: EmbeddedShopBackend) -> No
 
 def test_agentbench_fc_protocol_never_ends_on_an_invalid_reply() -> None:
     # AgentBench's function-calling WebShop loop answers a reply without a tool call and goes on.
-    from agentunit_gym.eval.config import EvalConfig
-    from agentunit_gym.eval.runner import env_options
+    from agentunit_gym.wrappers.protocols import protocol_setup
 
-    config = EvalConfig(envs=("WebShop-v0",), agent="oracle", protocol="agentbench-fc", invalid_action="terminate")
-    options = env_options(config, "AgentUnit/WebShop-v0")
-    assert options["ending_issues"] == frozenset() and options["invalid_move"] == "same_page"
+    setup = protocol_setup("AgentUnit/WebShop-v0", "agentbench-fc")
+    assert setup.ending_issues == frozenset() and setup.env_options["invalid_move"] == "same_page"
