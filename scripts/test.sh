@@ -151,8 +151,9 @@ fi
 export AGENTUNIT_REQUIRE_RAY=1
 
 # The real small model (tests/real_model, docs/baselines.md): its venv is built once per machine
-# under ~/.cache/agentunit-gym (15-25 min the first time: llama.cpp compiles), then reused; its
-# tests are then required. AGENTUNIT_SKIP_REAL_MODEL=1 leaves the build out, and the tests skip.
+# under ~/.cache/agentunit-gym (the first time llama.cpp's libraries compile; docs/baselines.md
+# has the minutes), then reused; its tests are then required. AGENTUNIT_SKIP_REAL_MODEL=1
+# leaves the build out, and the tests skip.
 phase "real-model venv"
 if [ "${AGENTUNIT_SKIP_REAL_MODEL:-}" != 1 ]; then
   log "the real-model venv (scripts/real-model.sh setup; built once per machine, then cached)"
@@ -167,6 +168,11 @@ if cgroups_writable; then
   export AGENTUNIT_REQUIRE_CGROUP=1
 fi
 
+# The suite over every core (pytest-xdist, in the test extra): a test file runs whole on one
+# worker (--dist loadfile), so its module and session fixtures (a MySQL server, the Ray cluster,
+# the real model's server) start once. AGENTUNIT_TEST_WORKERS sets the count (0: one process,
+# as for --pdb).
 phase "tests"
-log "running the test suite"
-"$PY" -m pytest "$@"
+WORKERS=${AGENTUNIT_TEST_WORKERS:-auto}
+log "running the test suite ($WORKERS workers)"
+"$PY" -m pytest -n "$WORKERS" --dist loadfile "$@"

@@ -17,6 +17,7 @@ from agentunit_gym.backends import process
 from agentunit_gym.backends.sql import factory
 from agentunit_gym.backends.sql.base import Column, TableData
 from agentunit_gym.backends.sql.mysql import ConnectParams, MySQLBackend, connect, parse_dsn
+from agentunit_gym.backends.sql.mysql.server import ContainerServer
 from agentunit_gym.backends.sql.sqlite import SQLiteBackend
 from agentunit_gym.errors import (
     BackendTimeoutError,
@@ -265,19 +266,36 @@ def test_tables_the_server_rejects_are_config_errors_and_leave_nothing(mysql: My
     assert mysql.open_episodes == 0
 
 
+@pytest.fixture()
+def started_servers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the SQL server containers the test starts, recorded as each is started.
+    The leftover checks look at these only: on a shared daemon (other tests' servers, a killed
+    one in test_sql_safety.py, another pytest-xdist worker's) others come and go meanwhile."""
+    names: list[str] = []
+    wait_ready = ContainerServer._wait_ready
+
+    def recording(self: ContainerServer, params: ConnectParams, tag: str) -> None:
+        assert self.name is not None
+        names.append(self.name)
+        wait_ready(self, params, tag)
+
+    monkeypatch.setattr(ContainerServer, "_wait_ready", recording)
+    return names
+
+
 @pytest.mark.docker
-def test_container_that_exits_while_starting_is_unavailable_with_its_logs() -> None:
+def test_container_that_exits_while_starting_is_unavailable_with_its_logs(started_servers: list[str]) -> None:
     # The base image has no server: the "server" exits at once.
     with pytest.raises(BackendUnavailableError, match="stopped while starting"):
         MySQLBackend(image="agentunit-gym/base:bookworm", start_timeout=20.0)
-    assert not _leftover_containers()
+    assert len(started_servers) == 1 and not _containers_named(started_servers)
 
 
 @pytest.mark.docker
-def test_server_not_ready_in_time_is_a_timeout_and_is_removed() -> None:
+def test_server_not_ready_in_time_is_a_timeout_and_is_removed(started_servers: list[str]) -> None:
     with pytest.raises(BackendTimeoutError, match="not ready within"):
         MySQLBackend(start_timeout=0.0)
-    assert not _leftover_containers()
+    assert len(started_servers) == 1 and not _containers_named(started_servers)
 
 
 @pytest.mark.docker
@@ -296,8 +314,7 @@ def test_closing_the_backend_drops_open_episodes_and_removes_the_container() -> 
     assert not process.docker_client().containers.list(all=True, filters={"name": name})
 
 
-def _leftover_containers() -> list[object]:
-    """Containers of ours that are not running (a failed start must remove its container)."""
-    found = process.docker_client().containers.list(
-        all=True, filters={"label": "agentunit_gym.role=sql-server", "status": "exited"})
-    return list(found)
+def _containers_named(names: list[str]) -> list[object]:
+    """The containers, in any state, of these names (a failed start must remove its container)."""
+    client = process.docker_client()
+    return [c for name in names for c in client.containers.list(all=True, filters={"name": name})]
