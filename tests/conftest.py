@@ -28,6 +28,13 @@ REQUIRE_RAY = os.environ.get("AGENTUNIT_REQUIRE_RAY") == "1"
 REQUIRE_REAL_MODEL = os.environ.get("AGENTUNIT_REQUIRE_REAL_MODEL") == "1"
 REQUIRE_CGROUP = os.environ.get("AGENTUNIT_REQUIRE_CGROUP") == "1"
 
+# A pytest-xdist worker starts with COLUMNS=80 and LINES=24 in its environment (a single pytest
+# process has neither): the CLI's tables honour COLUMNS, so a worker would cut the tables the
+# tests read whole. The workers run as one process would.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 
 def skip_without_cgroup(reason: str) -> NoReturn:
     """Skip a test the host cannot run without the local sandbox's cgroups (``reason`` says

@@ -98,7 +98,7 @@ class AgentUnitEnvClient(GenericEnvClient):  # type: ignore[misc]  # OpenEnv's c
 
     @classmethod
     async def from_docker_image(cls, image: str | None = None, provider: Any | None = None, *,
-                                token: str | None = None, env: str = "DB-v0", backend: str | None = None,
+                                token: str | None = None, env: str | None = None, backend: str | None = None,
                                 env_vars: dict[str, str] | None = None, port: int | None = None,
                                 ready_timeout_s: float = READY_TIMEOUT_S, **kwargs: Any) -> AgentUnitEnvClient:
         """Start the serve image with OpenEnv's Docker provider and connect a session to it.
@@ -109,7 +109,8 @@ class AgentUnitEnvClient(GenericEnvClient):  # type: ignore[misc]  # OpenEnv's c
             provider: an OpenEnv container provider; default OpenEnv's ``LocalDockerProvider``.
             token: the server's token; default ``$AGENTUNIT_GYM_TOKEN``, else a new random one
                 (the server in the container always needs one: it listens beyond loopback).
-            env: the env id the container serves.
+            env: the env id the container serves (default: the image's own, ``AGENTUNIT_GYM_ENV`` in
+                its Dockerfile).
             backend: its backend (default: the env's own default, embedded).
             env_vars: more environment for the container.
             port: the host port (default: a free one, OpenEnv's provider picks it).
@@ -137,7 +138,9 @@ class AgentUnitEnvClient(GenericEnvClient):  # type: ignore[misc]  # OpenEnv's c
 
             provider = LocalDockerProvider()
         token = token or os.environ.get(TOKEN_ENV_VAR) or secrets.token_urlsafe(24)
-        settings = {**(env_vars or {}), "AGENTUNIT_GYM_TOKEN": token, "AGENTUNIT_GYM_ENV": env}
+        settings = {**(env_vars or {}), "AGENTUNIT_GYM_TOKEN": token}
+        if env is not None:
+            settings["AGENTUNIT_GYM_ENV"] = env
         if backend is not None:
             settings["AGENTUNIT_GYM_BACKEND"] = backend
         base_url = provider.start_container(image, port=port, env_vars=settings)
