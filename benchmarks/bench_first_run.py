@@ -38,7 +38,10 @@ from timing import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_ARGS = ("eval", "--env", "OS-v0", "--env", "DB-v0", "--env", "KG-v0", "--env", "WebShop-v0")
-README_COMMAND = "pip install -e . && agentunit-gym " + " ".join(EVAL_ARGS)
+PIP_OPTIONS = ("--no-compile",)
+"""The README's install options: ``--no-compile`` leaves bytecode to the first import of each module
+(pip would compile every module of numpy, scipy and the rest at install, most never imported)."""
+README_COMMAND = "pip install " + " ".join(PIP_OPTIONS) + " -e . && agentunit-gym " + " ".join(EVAL_ARGS)
 PHASE_DEADLINE_S = 1800.0
 PHASES = ("venv", "pip install", "eval fresh", "eval cached")
 
@@ -61,7 +64,7 @@ def _phase(name: str, command: list[str], *, cwd: Path, env: dict[str, str] | No
     return {"wall_s": round(wall, 2), "cpu_s": round(_children_cpu_s() - cpu, 2), "load_1min": round(load, 2)}
 
 
-def one_run(python: str, work: Path, ref: str) -> dict[str, dict[str, Any]]:
+def one_run(python: str, work: Path, ref: str, pip_options: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """One fresh clone (at ``ref``), venv, install, fresh eval and cached eval under ``work``."""
     clone, cache, results = work / "clone", work / "cache", work / "results"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=PHASE_DEADLINE_S)
@@ -72,7 +75,7 @@ def one_run(python: str, work: Path, ref: str) -> dict[str, dict[str, Any]]:
     venv = clone / ".venv"
     run: dict[str, dict[str, Any]] = {}
     run["venv"] = _phase("venv", [python, "-m", "venv", str(venv)], cwd=clone, env=env)
-    run["pip install"] = _phase("pip install", [str(venv / "bin" / "pip"), "install", "-q", "-e", "."],
+    run["pip install"] = _phase("pip install", [str(venv / "bin" / "pip"), "install", "-q", *pip_options, "-e", "."],
                                 cwd=clone, env=env)
     cli = [str(venv / "bin" / "agentunit-gym"), *EVAL_ARGS]
     run["eval fresh"] = _phase("eval fresh", cli, cwd=results, env=env)
@@ -90,7 +93,10 @@ def main() -> int:
     parser.add_argument("--python", default="python3", help="the interpreter the new venv is made from")
     parser.add_argument("--ref", default="HEAD", help="the commit to measure (an earlier one for a before/after)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "first_run.json")
+    parser.add_argument("--pip-options", default=" ".join(PIP_OPTIONS),
+                        help=f"pip's install options (default the README's, {' '.join(PIP_OPTIONS)!r}; '' for none)")
     args = parser.parse_args()
+    pip_options = tuple(args.pip_options.split())
     if README_COMMAND not in (ROOT / "README.md").read_text(encoding="utf-8"):
         raise SystemExit(f"README.md no longer gives {README_COMMAND!r}: update EVAL_ARGS to its main command.")
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
@@ -103,7 +109,7 @@ def main() -> int:
     for index in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="first-run-"))
         try:
-            runs.append(one_run(args.python, work, head))
+            runs.append(one_run(args.python, work, head, pip_options))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"run {index + 1}: " + ", ".join(f"{p} {runs[-1][p]['wall_s']} s" for p in PHASES), file=sys.stderr)
@@ -111,6 +117,7 @@ def main() -> int:
     result = {
         "benchmark": "first_run",
         "command": README_COMMAND,
+        "pip_options": list(pip_options),
         "commit": head,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "runs": runs,
