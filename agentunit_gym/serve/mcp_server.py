@@ -31,6 +31,7 @@ import ipaddress
 import json
 import signal
 import socket
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -278,17 +279,22 @@ class McpEpisodeServer:
         # The client stops a server that outlives its pipe with SIGTERM (then SIGKILL): served, a
         # SIGTERM ends the serving like a closed pipe; while the episode is recorded and the run's
         # summary written it waits (SIGKILL stays the client's bound).
-        previous = signal.signal(signal.SIGTERM, stop)
+        # Signal handlers belong to the main thread: served from another one, the default stays.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, stop) if main else None
         try:
             anyio.run(run)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if main:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             self.pool.release(STDIO_SESSION, forget=True)  # the client closed the pipe: its session is over
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if main:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
                 self.pool.close()
             finally:
-                signal.signal(signal.SIGTERM, previous)
+                if main:
+                    signal.signal(signal.SIGTERM, previous)
 
     def http_app(self, host: str, token: str | None) -> Any:
         """The ASGI app: the SDK's streamable HTTP app at :data:`MCP_PATH`, behind the bearer
