@@ -61,7 +61,7 @@ listens, and nothing else (the full answer, env id, tasks and sessions, needs th
 
 
 def _is_liveness_probe(scope: Scope) -> bool:
-    return scope.get("method") == "GET" and scope.get("path", "").rstrip("/") == "/health"
+    return scope.get("method") in ("GET", "HEAD") and scope.get("path", "").rstrip("/") == "/health"
 
 
 def bearer_ok(headers: list[tuple[bytes, bytes]], token: str) -> bool:
@@ -127,7 +127,7 @@ class Guard:
             # Readiness probes carry no token (OpenEnv's Docker provider waits on GET /health
             # before it hands out the URL, as does a container orchestrator): they learn that
             # the server listens, nothing of what it serves.
-            await _respond(send, 200, LIVENESS_BODY)
+            await _respond(send, 200, LIVENESS_BODY if scope.get("method") == "GET" else b"")
             return
         if auth is not None:
             await _respond(send, 401, _error_body(auth, "UNAUTHORIZED"), [(b"www-authenticate", b"Bearer")])

@@ -294,7 +294,7 @@ class McpEpisodeServer:
                 self.pool.close()
             finally:
                 if main:
-                    signal.signal(signal.SIGTERM, previous)
+                    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
     def http_app(self, host: str, token: str | None) -> Any:
         """The ASGI app: the SDK's streamable HTTP app at :data:`MCP_PATH`, behind the bearer

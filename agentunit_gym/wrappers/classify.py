@@ -107,8 +107,8 @@ class ClassifyActions(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, WrappedResetInfo]:
+        observation, raw = self.env.reset(seed=seed, options=options)  # a refused reset changes nothing here
         self._invalid = self._ending = 0
-        observation, raw = self.env.reset(seed=seed, options=options)
         info = reset_info(raw)
         info["invalid_policy"] = self.policy
         return observation, info

@@ -108,9 +108,9 @@ class DetectLoops(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, WrappedResetInfo]:
+        observation, info = self.env.reset(seed=seed, options=options)  # a refused reset changes nothing here
         self._keys.clear()
         self._loops = 0
-        observation, info = self.env.reset(seed=seed, options=options)
         return observation, reset_info(info)
 
     def step(  # type: ignore[override]  # gymnasium types info as dict[str, Any]

@@ -115,10 +115,11 @@ class RecordTrace(EpisodeWrapper, gym.utils.RecordConstructorArgs):
     def reset(  # type: ignore[override]  # gymnasium types info as dict[str, Any]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, WrappedResetInfo]:
-        if self._trace is not None and not self._done and self._steps:
+        abandoned = self._trace is not None and not self._done and bool(self._steps)
+        observation, raw = self.env.reset(seed=seed, options=options)  # a refused reset changes nothing here
+        if abandoned:
             # The previous episode was abandoned mid-way: keep what happened.
             self._finish({"finish_detail": "abandoned: reset before the episode ended"})
-        observation, raw = self.env.reset(seed=seed, options=options)
         info = reset_info(raw)
         base = agent_env(self.env)
         task = base.task

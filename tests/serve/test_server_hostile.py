@@ -247,6 +247,7 @@ def test_a_wrong_or_missing_token_gets_401(guarded: RunningServer) -> None:
         # GET /health is a readiness probe (OpenEnv's Docker provider sends no token): it says the
         # server listens, and nothing of what it serves.
         assert http("GET", guarded.url + "/health", token=token) == (200, {"status": "healthy"})
+        assert http("HEAD", guarded.url + "/health", token=token) == (200, "")  # probes that send HEAD
         status, body = http("GET", guarded.url + "/metadata", token=token)
         assert status == 401 and body["code"] == "UNAUTHORIZED"
         assert "Authorization: Bearer <token>" in body["detail"]

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 import agentunit_gym
 from agentunit_gym.core import FinishReason
 from agentunit_gym.core.trace import Flag
-from agentunit_gym.errors import ConfigError
+from agentunit_gym.errors import ConfigError, TaskNotFoundError
 from agentunit_gym.wrappers import (
     ClassifyActions,
     DetectLoops,
@@ -146,3 +146,24 @@ def test_stack_runs_in_vector_envs(vector: str) -> None:
         assert [t.finish_reason for t in traces] == [FinishReason.COMPLETE, FinishReason.COMPLETE]
     finally:
         venv.close()
+
+
+def test_a_refused_reset_leaves_the_stacks_episode_as_it_was(tmp_path: Path) -> None:
+    # Every wrapper changes its own state only after the env took the reset: a refused one (an
+    # unknown task id) writes no "abandoned" trace and keeps the invalid and loop counts.
+    env = make_eval_env("AgentUnit/DB-v0", backend="sqlite", max_steps=10, invalid_policy="continue",
+                        on_loop="end", loop_repeats=3, trace_dir=tmp_path)
+    env.reset(seed=0, options={"task_id": "db-weather-03"})
+    env.step("no action here")
+    reply = "Action: Operation\n```sql\nSELECT 1\n```"
+    env.step(reply)
+    env.step(reply)
+    with pytest.raises(TaskNotFoundError, match="no-such-task"):
+        env.reset(options={"task_id": "no-such-task"})
+    assert list(tmp_path.iterdir()) == []
+    _, _, term, trunc, info = env.step(reply)  # the third repeat: the loop count survived the refusal
+    assert info["step"] == 4 and info["invalid_count"] == 1
+    assert (term, trunc) == (False, True) and info["limit"] == "loop"
+    (written,) = tmp_path.iterdir()
+    assert written.name.startswith("db-weather-03--") and "abandoned" not in written.read_text()
+    env.close()

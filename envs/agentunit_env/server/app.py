@@ -28,9 +28,15 @@ def main() -> None:
     os.execvp("sh", ["sh", str(ENTRYPOINT), *sys.argv[1:]])
 
 
+_built: dict[str, Any] = {}
+"""The app, once built: every later lookup of ``app`` gets the same one (one session pool)."""
+
+
 def __getattr__(name: str) -> Any:
     if name != "app":
         raise AttributeError(name)
+    if "app" in _built:
+        return _built["app"]
     from agentunit_gym.errors import ConfigError
     from agentunit_gym.serve.server import TOKEN_ENV_VAR, EnvServer, ServeConfig
 
@@ -42,6 +48,7 @@ def __getattr__(name: str) -> Any:
                          backend=os.environ.get("AGENTUNIT_GYM_BACKEND") or None, token=token, check_reset=True)
     server = EnvServer(config)
     server.pool.start()
+    _built["app"] = server.app
     return server.app
 
 

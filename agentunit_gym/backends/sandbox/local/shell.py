@@ -182,6 +182,9 @@ class _AgentShell:
             raise died_error()
         started = time.monotonic()
         report = shell.driver.run(command, timeout, max_output, watch=watch)
+        if not watch and self.setup.mechanism != "none":
+            # Forks refused while the task's start script ran are not the agent's next command's.
+            self.setup.pids_refused_seen = self.refused_forks()
         if report.ended is not None:
             # The agent ended its shell (``exit 3``, ``exec true``: the driver reports its status),
             # or it is stuck: a new one, as the docker sandbox does, if the box lives on.
