@@ -29,7 +29,6 @@ when an env is made.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from agentunit_gym.backends.importing import import_object
 from agentunit_gym.core.conversation import ConversationBuilder
 from agentunit_gym.core.domain_metrics import DomainMetric, Headline, ReportSection
 from agentunit_gym.errors import ConfigError
@@ -549,24 +549,3 @@ def _bundled_with_splits(folder: Path, model: type[TaskSpec],
     from agentunit_gym.tasks.loader import load_suite  # the parse cache lives in the tasks layer
 
     return tuple(assign_splits(load_suite(folder, model), family))
-
-
-def import_object(target: str) -> Any:
-    """The object named by ``"module:attribute"`` (dotted attributes allowed).
-
-    Raises:
-        ConfigError: a malformed target, a module that does not import, or a missing attribute.
-    """
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigError(f"{target!r} must be 'module:attribute'.")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r} (from {target!r}): {exc}") from exc
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as exc:
-            raise ConfigError(f"{module_name!r} has no attribute {attribute!r} (from {target!r}).") from exc
-    return obj

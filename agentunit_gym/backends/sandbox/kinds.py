@@ -26,12 +26,12 @@ Example:
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from agentunit_gym.backends.importing import import_object
 from agentunit_gym.backends.sandbox.base import Sandbox
 from agentunit_gym.errors import ConfigError
 
@@ -76,7 +76,7 @@ class SandboxKind:
         Raises:
             ConfigError: it does not import, or is not a ``Sandbox`` subclass of this kind.
         """
-        cls = _import(self.sandbox)
+        cls = import_object(self.sandbox)
         if not (isinstance(cls, type) and issubclass(cls, Sandbox)):
             raise ConfigError(f"sandbox kind {self.name!r}: {self.sandbox} is not a Sandbox subclass.")
         if getattr(cls, "kind", None) != self.name:
@@ -130,7 +130,7 @@ def _entries() -> list[tuple[str, str]]:
 
 def _load(name: str, target: str) -> SandboxKind:
     try:
-        obj = _import(target)
+        obj = import_object(target)
     except ConfigError as exc:
         raise ConfigError(f"sandbox kind entry point {name!r} ({target}) does not load: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - a third party's import may raise anything; it must not stop the others
@@ -214,20 +214,6 @@ def embedded_kind() -> SandboxKind:
         if kind.embedded:
             return kind
     raise ConfigError("no embedded sandbox kind is registered; reinstall agentunit-gym (pip install -e .).")
-
-
-def _import(target: str) -> Any:
-    module_name, _, attribute = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r} (from {target!r}): {exc}") from exc
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as exc:
-            raise ConfigError(f"{module_name!r} has no attribute {attribute!r} (from {target!r}).") from exc
-    return obj
 
 
 DOCKER = SandboxKind(
