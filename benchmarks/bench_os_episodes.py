@@ -90,8 +90,9 @@ def _exec(container: Any, code: str, language: str, args: tuple[str, ...] = ()) 
     return int(exit_code), (output or b"").decode("utf-8", "replace")
 
 
-def naive_episode(client: Any, image: str, task: OSTask) -> float:
-    """One episode the naive way: new container, exec per script and command, remove."""
+def naive_start(client: Any, image: str, task: OSTask) -> Any:
+    """AgentBench's start of an episode: a new container, then ``docker exec`` per init script and
+    for the start script. The caller removes the container (also when this raises, it is removed)."""
     container = client.containers.run(image, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
                                       labels={"agentunit_gym": "1"}, working_dir="/root")
     try:
@@ -100,6 +101,17 @@ def naive_episode(client: Any, image: str, task: OSTask) -> float:
             _exec(container, script.source(base), script.language)
         if task.start is not None:
             _exec(container, task.start.source(base), task.start.language)
+    except BaseException:
+        container.remove(force=True)
+        raise
+    return container
+
+
+def naive_episode(client: Any, image: str, task: OSTask) -> float:
+    """One episode the naive way: new container, exec per script and command, remove."""
+    container = naive_start(client, image, task)
+    base = task.scripts_base
+    try:
         answer = ""
         committed = None
         for step in task.reference_solution:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+from bench_os_episodes import naive_start
 from timing import summary, write_result
 
 import agentunit_gym  # registers the env ids
@@ -97,23 +98,13 @@ def run_backend(backend: str, rounds: int) -> dict[str, Any]:
     }
 
 
-def _exec(container: Any, code: str, language: str) -> None:
-    container.exec_run(["bash", "-c", code] if language == "bash" else ["python3", "-c", code])
-
-
 def naive_episode(client: Any, image: str, task: OSTask) -> float:
     """AgentBench's way: new container, ``docker exec`` per script and command, remove. Milliseconds."""
     began = time.perf_counter()
-    container = client.containers.run(image, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
-                                      labels={"agentunit_gym": "1"}, working_dir="/root")
+    container = naive_start(client, image, task)
     try:
-        base = task.scripts_base
-        for script in task.init:
-            _exec(container, script.source(base), script.language)
-        if task.start is not None:
-            _exec(container, task.start.source(base), task.start.language)
         for _ in range(STEPS):
-            _exec(container, "true", "bash")
+            container.exec_run(["bash", "-c", "true"])
     finally:
         container.remove(force=True)
     return (time.perf_counter() - began) * 1000.0
